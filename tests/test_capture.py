@@ -1,0 +1,160 @@
+"""Per-call capture and ablation: neutral, fast when idle, and private to each thread."""
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import PAD, random_batch, small_model
+from transformer import ablate, capture
+from transformer.attention import MultiHeadAttention
+
+
+def count_fused_calls(monkeypatch) -> list[int]:
+    calls = [0]
+    original = F.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
+    return calls
+
+
+def test_capture_does_not_change_outputs(model):
+    src, tgt = random_batch(model.config, [7, 3], [6, 2])
+    with torch.no_grad():
+        plain = model(src, tgt)
+        with capture(model) as record:
+            captured = model(src, tgt)
+    torch.testing.assert_close(captured, plain, atol=1e-5, rtol=0)
+    assert list(record) == ["encoder.0.self", "encoder.1.self", "decoder.0.self", "decoder.0.cross",
+                            "decoder.1.self", "decoder.1.cross"]
+
+
+def test_fused_path_unless_attention_is_captured(model, monkeypatch):
+    calls = count_fused_calls(monkeypatch)
+    src, tgt = random_batch(model.config, [5], [4])
+    with torch.no_grad():
+        model(src, tgt)
+        assert calls[0] == 6  # 2 encoder self + 2 decoder self + 2 cross, all fused
+        with capture(model, "decoder.1.cross"):
+            model(src, tgt)
+        assert calls[0] == 6 + 5  # only the captured block left the fused path
+        with capture(model, "*.hook_resid_post"):
+            model(src, tgt)
+        assert calls[0] == 6 + 5 + 6  # residual-stream capture does not need the explicit path
+
+
+def test_record_contents(model):
+    src, tgt = random_batch(model.config, [7, 3], [6, 2])
+    with torch.no_grad(), capture(model) as record:
+        model(src, tgt)
+    cross = record["decoder.1.cross"]
+    assert cross.shape == (2, 4, 6, 7)
+    assert not cross.requires_grad
+    mask = record.mask("decoder.1.cross")
+    assert mask.shape == (2, 1, 6, 7) and mask.dtype == torch.bool
+    assert torch.all(cross[1, :, :, 3:] == 0)  # item 1 has 3 source tokens: padding keys get exactly 0
+    torch.testing.assert_close(cross.sum(-1), torch.ones(2, 4, 6))
+    self_mask = record.mask("decoder.0.self")[0, 0]
+    assert torch.equal(self_mask, torch.ones(6, 6, dtype=torch.bool).tril())
+    # scores are pre-mask: a blocked (future) cell still holds a real score, and softmax of the allowed part
+    # gives the pattern back.
+    scores, pattern = record.scores("decoder.0.self")[0], record["decoder.0.self"][0]
+    torch.testing.assert_close(scores[:, 2, :3].softmax(-1), pattern[:, 2, :3])
+    assert record.hooks["encoder.layers.0.hook_resid_post"].shape == (2, 7, 32)
+    assert record.stack("decoder.cross").shape == (2, 4, 6, 7)
+    with pytest.raises(TypeError):
+        record["x"] = 1  # read-only
+
+
+def test_name_filters(model):
+    src, tgt = random_batch(model.config, [4], [3])
+    with torch.no_grad(), capture(model, lambda name: name.startswith("encoder.layers.1")) as record:
+        model(src, tgt)
+    assert list(record) == ["encoder.1.self"]
+    assert all(name.startswith("encoder.layers.1") for name in record.hooks)
+    with pytest.raises(ValueError, match="matches no hook point"):
+        with capture(model, "decoder.9.cross"):
+            pass
+    with pytest.raises(KeyError, match="not captured"):
+        record.scores("decoder.0.cross")
+
+
+def test_nested_captures_both_record(model):
+    src, tgt = random_batch(model.config, [4], [3])
+    with torch.no_grad(), capture(model, "encoder.0.self") as outer:
+        with capture(model, "decoder.0.cross") as inner:
+            model(src, tgt)
+    assert list(outer) == ["encoder.0.self"] and list(inner) == ["decoder.0.cross"]
+
+
+def test_ablation_zero_removes_the_heads_contribution(model):
+    src, tgt = random_batch(model.config, [5], [4])
+    with torch.no_grad():
+        plain = model(src, tgt)
+        with ablate(model, {"decoder.1.cross": [0, 2]}), capture(model, "*.hook_z") as record:
+            ablated = model(src, tgt)
+        z = record.hooks["decoder.layers.1.cross_attn.hook_z"]
+        assert torch.all(z[:, [0, 2]] == 0) and z[:, 1].abs().sum() > 0
+        # By hand: the same model with those heads' slices of W_o zeroed gives the same logits.
+        manual = small_model()
+        d_head = model.config.d_head
+        with torch.no_grad():
+            for head in (0, 2):
+                manual.decoder.layers[1].cross_attn.W_o.weight[:, head * d_head:(head + 1) * d_head] = 0
+        expected = manual(src, tgt)
+    assert not torch.allclose(ablated, plain)
+    torch.testing.assert_close(ablated, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(model(src, tgt), plain)  # nothing stays behind after the block
+
+
+def test_ablation_mean_and_validation(model):
+    src, tgt = random_batch(model.config, [5], [4])
+    with torch.no_grad(), ablate(model, {"encoder.0.self": [1]}, mode="mean"), capture(model, "*.hook_z") as record:
+        model(src, tgt)
+    z = record.hooks["encoder.layers.0.self_attn.hook_z"][0, 1]  # (q_len, d_head): every row is the same mean
+    torch.testing.assert_close(z, z[:1].expand_as(z))
+    with pytest.raises(ValueError, match="out of range"):
+        with ablate(model, {"encoder.0.self": [4]}):
+            pass
+    with pytest.raises(KeyError):
+        with ablate(model, {"encoder.0.cross": [0]}):
+            pass
+    with pytest.raises(ValueError, match="mode"):
+        with ablate(model, {"encoder.0.self": [0]}, mode="noise"):
+            pass
+
+
+def test_threads_share_one_model_without_leaking(model):
+    """16 threads, each with its own input, capture and ablation, at the same time as each other."""
+    inputs = [random_batch(model.config, [3 + i % 5], [2 + i % 4], seed=i) for i in range(16)]
+    ablations = [{} if i % 2 else {f"decoder.{i % 2}.cross": [i % 4]} for i in range(16)]
+
+    def run(i):
+        src, tgt = inputs[i]
+        with torch.no_grad(), ablate(model, ablations[i]), capture(model) as record:
+            logits = model(src, tgt)
+        return logits, record["decoder.1.cross"], record["encoder.0.self"]
+
+    expected = [run(i) for i in range(16)]  # sequential, one at a time
+    results: dict[int, tuple] = {}
+    barrier = threading.Barrier(16)
+
+    def worker(i):
+        barrier.wait()  # start together so the calls overlap
+        for _ in range(3):
+            results[i] = run(i)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 16
+    for i in range(16):
+        for got, want in zip(results[i], expected[i]):
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=0)

@@ -1,0 +1,190 @@
+"""Tests for transformer.data: normalisation, corpus reading, dev split, length batching, padding."""
+
+import gzip
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer.data import collate, normalize, read_parallel, split_dev, token_batches
+
+TATOEBA = Path("/work/shared/data/tatoeba-eng-fra/eng-fra.tsv")  # outside the repo; skipped where absent
+
+
+# ----------------------------------------------------------------------------- normalize
+
+def test_normalize_narrow_no_break_space():
+    assert normalize("Va\u202f!") == "Va !"
+    assert normalize("Quoi\u00a0?") == "Quoi ?"
+
+
+def test_normalize_apostrophes():
+    assert normalize("I don’t know") == "I don't know"
+    assert normalize("‘hi’ ʼ ′ `") == "'hi' ' ' '"
+
+
+def test_normalize_nfkc_ligatures_and_widths():
+    assert normalize("ﬁne ﬂag") == "fine flag"
+    assert normalize("ＡＢＣ１２") == "ABC12"
+
+
+def test_normalize_collapses_whitespace_and_strips():
+    assert normalize("  a \t b\u2009\u2009c \n") == "a b c"
+    assert normalize(" \t ") == ""
+
+
+# ----------------------------------------------------------------------------- read_parallel
+
+def write(path: Path, text: str) -> Path:
+    if path.suffix == ".gz":
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+TSV_TEXT = (
+    "Go.\tVa\u202f!\n"
+    "I’m here.\tJe suis là.\tCC-BY attribution\n"  # a third column is ignored
+    "no tab on this line\n"  # skipped
+    "Empty target.\t  \n"  # dropped
+    "\tEmpty source.\n"  # dropped
+    "Windows line.\tLigne Windows.\r\n"
+)
+TSV_PAIRS = [("Go.", "Va !"), ("I'm here.", "Je suis là."), ("Windows line.", "Ligne Windows.")]
+
+
+@pytest.mark.parametrize("name", ["pairs.tsv", "pairs.tsv.gz"])
+def test_read_tsv(tmp_path, name):
+    assert read_parallel(write(tmp_path / name, TSV_TEXT)) == TSV_PAIRS
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_read_aligned_files(tmp_path, suffix):
+    source = write(tmp_path / f"train.en{suffix}", "A dog.\nTwo  cats\u2028sleep.\n\nA ﬁsh.\n")
+    target = write(tmp_path / f"train.de{suffix}", "Ein Hund.\nZwei Katzen schlafen.\nLeer.\nEin Fisch.\n")
+    # A U+2028 inside a sentence must not split it: that would shift every following line.
+    assert read_parallel(source, target) == [
+        ("A dog.", "Ein Hund."), ("Two cats sleep.", "Zwei Katzen schlafen."), ("A fish.", "Ein Fisch."),
+    ]
+
+
+def test_aligned_files_must_have_the_same_line_count(tmp_path):
+    source = write(tmp_path / "a.en", "one\ntwo\nthree\n")
+    target = write(tmp_path / "a.fr", "un\ndeux\n")
+    with pytest.raises(ValueError, match=r"3.*2"):
+        read_parallel(source, target)
+
+
+@pytest.mark.skipif(not TATOEBA.exists(), reason="the Tatoeba corpus is not on this machine")
+def test_read_real_tatoeba():
+    pairs = read_parallel(TATOEBA)
+    assert 74_000 < len(pairs) <= 74_146
+    text = "".join(s + t for s, t in pairs)
+    assert "\u202f" not in text and "’" not in text
+    train, dev = split_dev(pairs)
+    assert not {s for s, _ in train} & {s for s, _ in dev}
+
+
+# ----------------------------------------------------------------------------- split_dev
+
+def make_pairs(n_sources: int, translations: int = 3) -> list[tuple[str, str]]:
+    return [(f"sentence {i}", f"traduction {i}.{k}") for i in range(n_sources) for k in range(translations)]
+
+
+def test_split_is_deterministic_and_covers_every_pair():
+    pairs = make_pairs(500)
+    train, dev = split_dev(pairs, 0.1, seed=0)
+    assert (train, dev) == split_dev(pairs, 0.1, seed=0)
+    assert sorted(train + dev) == sorted(pairs)
+    assert split_dev(pairs, 0.1, seed=1) != (train, dev)
+
+
+def test_no_source_on_both_sides():
+    train, dev = split_dev(make_pairs(500), 0.2)
+    assert dev and not {s for s, _ in train} & {s for s, _ in dev}
+
+
+def test_split_is_keyed_on_the_normalised_source():
+    pairs = [("I don’t know.", "Je ne sais pas."), ("I don't  know.", "Je l'ignore.")]
+    for seed in range(20):
+        train, dev = split_dev(pairs, 0.5, seed=seed)
+        assert len(train) in (0, 2)
+
+
+def test_split_does_not_depend_on_order():
+    pairs = make_pairs(500)
+    shuffled = pairs[:]
+    random.Random(0).shuffle(shuffled)
+    _, dev = split_dev(pairs, 0.1)
+    _, dev_of_shuffled = split_dev(shuffled, 0.1)
+    assert set(dev) == set(dev_of_shuffled)
+
+
+def test_split_fraction_is_approximate():
+    _, dev = split_dev(make_pairs(4000, translations=1), 0.1)
+    assert 300 < len(dev) < 500
+    assert split_dev(make_pairs(10), 0.0)[1] == []
+
+
+# ----------------------------------------------------------------------------- token_batches
+
+def random_examples(n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    rng = random.Random(seed)
+    return [([5] * rng.randint(1, 40), [6] * rng.randint(1, 40)) for _ in range(n)]
+
+
+def longest(example) -> int:
+    return max(len(example[0]), len(example[1]))
+
+
+@pytest.mark.parametrize("rng", [None, random.Random(0)])
+def test_batches_cover_each_index_once_and_respect_max_tokens(rng):
+    examples = random_examples(500)
+    batches = token_batches(examples, max_tokens=200, rng=rng)
+    assert sorted(i for batch in batches for i in batch) == list(range(500))
+    for batch in batches:
+        assert len(batch) * max(longest(examples[i]) for i in batch) <= 200
+
+
+def test_batches_group_similar_lengths():
+    examples = random_examples(500)
+    batches = token_batches(examples, max_tokens=200, rng=None)
+    widths = [[longest(examples[i]) for i in batch] for batch in batches]
+    # Unshuffled, batches are consecutive slices of the examples sorted by length: no two overlap.
+    assert all(max(earlier) <= min(later) for earlier, later in zip(widths, widths[1:]))
+
+
+def test_an_example_longer_than_max_tokens_gets_a_batch_of_its_own():
+    examples = [([1] * 3, [1] * 3), ([1] * 50, [1] * 2), ([1] * 3, [1] * 4)]
+    batches = token_batches(examples, max_tokens=10, rng=None)
+    assert [1] in batches and sorted(i for b in batches for i in b) == [0, 1, 2]
+
+
+def test_shuffled_batches_are_deterministic_per_rng_seed():
+    examples = random_examples(300)
+    first = token_batches(examples, 150, random.Random(1))
+    assert first == token_batches(examples, 150, random.Random(1))
+    assert first != token_batches(examples, 150, random.Random(2))
+
+
+def test_max_tokens_must_be_positive():
+    with pytest.raises(ValueError):
+        token_batches(random_examples(3), 0, None)
+
+
+# ----------------------------------------------------------------------------- collate
+
+def test_collate_right_pads_both_sides():
+    source, target = collate([([2, 7, 8, 3], [2, 9, 3]), ([2, 5, 3], [2, 4, 4, 4, 3])], pad_id=0)
+    assert source.dtype == target.dtype == torch.long
+    assert source.tolist() == [[2, 7, 8, 3], [2, 5, 3, 0]]
+    assert target.tolist() == [[2, 9, 3, 0, 0], [2, 4, 4, 4, 3]]
+
+
+def test_collate_uses_the_given_pad_id():
+    source, target = collate([([4], [4, 4]), ([4, 4, 4], [4])], pad_id=-1)
+    assert source.tolist() == [[4, -1, -1], [4, 4, 4]]
+    assert target.tolist() == [[4, 4], [4, -1]]

@@ -1,0 +1,86 @@
+"""Greedy and beam search, batched and alone, and the step-by-step generator."""
+import pytest
+import torch
+
+from conftest import BOS, EOS, PAD, random_batch, small_model
+from transformer import capture
+from transformer.decoding import beam_search, decode_steps, greedy
+
+
+def sequence_log_prob(model, src, tokens) -> float:
+    """Sum of log p(token) over a decoded sequence (up to and including EOS), teacher-forced."""
+    ids = [int(t) for t in tokens if t != PAD]
+    with torch.no_grad():
+        log_probs = model(src, torch.tensor([ids[:-1]])).log_softmax(-1)[0]
+    return float(sum(log_probs[i, t] for i, t in enumerate(ids[1:])))
+
+
+@pytest.fixture
+def peaked_model():
+    """A random model whose output favours EOS a little, so that sequences end at varied lengths."""
+    model = small_model(seed=3)
+    with torch.no_grad():
+        model.generator.bias[EOS] = 2.0
+    return model
+
+
+def test_greedy_shape_and_stop(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 3, 5], [1, 1, 1])
+    tokens = greedy(peaked_model, src, max_len=12)
+    assert tokens.shape[0] == 3 and tokens.shape[1] <= 12
+    assert torch.all(tokens[:, 0] == BOS)
+    for row in tokens.tolist():
+        if EOS in row:
+            assert all(t == PAD for t in row[row.index(EOS) + 1:])  # padding after EOS
+        assert BOS not in row[1:]
+
+
+def test_greedy_batched_equals_alone(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 3, 5], [1, 1, 1])
+    batched = greedy(peaked_model, src, max_len=12)
+    for row, length in enumerate([6, 3, 5]):
+        alone = greedy(peaked_model, src[row:row + 1, :length], max_len=12)[0]
+        assert batched[row, : alone.numel()].tolist() == alone.tolist()
+
+
+def test_greedy_follows_argmax_by_hand(peaked_model):
+    src, _ = random_batch(peaked_model.config, [4], [1])
+    tokens = greedy(peaked_model, src, max_len=6)[0].tolist()
+    with torch.no_grad():
+        logits = peaked_model(src, torch.tensor([tokens[:-1]]))[0]
+    logits[:, [PAD, BOS]] = float("-inf")
+    assert logits.argmax(-1).tolist() == tokens[1:]
+
+
+def test_beam_of_one_is_greedy_and_wider_beams_score_at_least_as_well(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 4], [1, 1], seed=5)
+    assert torch.equal(beam_search(peaked_model, src, beam_size=1, max_len=10, length_penalty=0.0),
+                       greedy(peaked_model, src, max_len=10))
+    greedy_tokens = greedy(peaked_model, src, max_len=10)
+    beam_tokens = beam_search(peaked_model, src, beam_size=4, max_len=10, length_penalty=0.0)
+    for row in range(2):
+        one = src[row:row + 1]
+        assert sequence_log_prob(peaked_model, one, beam_tokens[row]) >= sequence_log_prob(peaked_model, one, greedy_tokens[row]) - 1e-5
+
+
+def test_beam_batched_equals_alone(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 3], [1, 1], seed=7)
+    batched = beam_search(peaked_model, src, beam_size=3, max_len=10)
+    for row, length in enumerate([6, 3]):
+        alone = beam_search(peaked_model, src[row:row + 1, :length], beam_size=3, max_len=10)[0]
+        assert batched[row, : alone.numel()].tolist() == alone.tolist()
+
+
+def test_decode_steps_match_one_teacher_forced_pass(peaked_model):
+    src, _ = random_batch(peaked_model.config, [5], [1])
+    steps = list(decode_steps(peaked_model, src, max_len=9))
+    tokens = [BOS] + [step.token_id for step in steps]
+    assert tokens == greedy(peaked_model, src, max_len=9)[0].tolist()
+    with torch.no_grad(), capture(peaked_model, lambda n: n.endswith("cross_attn.hook_pattern")) as record:
+        probs = peaked_model(src, torch.tensor([tokens[:-1]])).softmax(-1)[0]
+    cross = record.stack("decoder.cross")  # (layers, heads, tgt_len, src_len)
+    for step in steps:
+        assert step.prefix == tokens[: step.index + 1]
+        assert step.top[0] == (step.token_id, pytest.approx(step.prob))
+        assert step.prob == pytest.approx(float(probs[step.index, step.token_id]), abs=1e-5)
+        torch.testing.assert_close(step.cross_attention, cross[:, :, step.index], atol=1e-5, rtol=0)

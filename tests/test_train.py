@@ -1,0 +1,74 @@
+"""The training command: a few steps end to end, resuming, the schedule, and two DDP processes."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TINY_TRAINING
+from transformer.checkpoint import load_checkpoint, load_weights
+from transformer.train import learning_rate, main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_few_steps_end_to_end(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    card = checkpoint.card
+    assert card.task == "reverse" and card.parameters == checkpoint.model.num_parameters()
+    assert [entry["step"] for entry in card.history] == [10, 20]
+    assert [s["step"] for s in card.snapshots] == [0, 2, 6]  # 0 %, 10 %, 30 % of 20 steps (2 % rounds to 0)
+    for snapshot in checkpoint.snapshot_names():
+        state = torch.load(tiny_checkpoint / "snapshots" / f"{snapshot}.pt", weights_only=True)
+        assert state["encoder.layers.0.self_attn.W_q.weight"].dtype == torch.float16
+        assert checkpoint.load_snapshot(snapshot).encoder.layers[0].self_attn.W_q.weight.dtype == torch.float32
+    assert card.training_command.startswith("python -m transformer.train --task reverse")
+    assert 0.0 <= card.metrics["dev_exact_match"] <= 1.0
+    assert checkpoint.translate("abc").src_tokens == ["a", "b", "c", "</s>"]  # character pieces
+
+
+def test_loss_decreases_and_resume_equals_one_run(tmp_path):
+    common = TINY_TRAINING + ["--snapshots", "0"]
+    straight = main(common + ["--out", str(tmp_path / "a"), "--steps", "30"])
+    main(common + ["--out", str(tmp_path / "b"), "--steps", "20"])
+    resumed = main(common + ["--out", str(tmp_path / "b"), "--steps", "30", "--resume"])
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+    history = json.loads((tmp_path / "a" / "card.json").read_text())["history"]
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
+
+
+def test_learning_rate_schedule():
+    assert learning_rate(1, 1e-3, 100) == pytest.approx(1e-5)
+    assert learning_rate(100, 1e-3, 100) == pytest.approx(1e-3)  # the peak, at the end of warm-up
+    assert learning_rate(400, 1e-3, 100) == pytest.approx(5e-4)  # then 1/sqrt(step)
+
+
+def test_two_ddp_processes_end_with_identical_weights(tmp_path):
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os, sys, torch\n"
+        "from transformer.train import main\n"
+        "model = main(sys.argv[1:])\n"
+        "torch.save(model.state_dict(), os.path.join(sys.argv[sys.argv.index('--out') + 1], f\"rank{os.environ['RANK']}.pt\"))\n"
+    )
+    out = tmp_path / "ddp"
+    with socket.socket() as probe:  # a free port on loopback for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+               f"--master_port={port}", str(worker)] + TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rank0, rank1 = load_weights(out / "rank0.pt"), load_weights(out / "rank1.pt")
+    initial = load_weights(out / "snapshots" / "step_000000.pt")
+    assert rank0.keys() == rank1.keys()
+    for name in rank0:
+        torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
+    assert not torch.allclose(rank0["generator.bias"], initial["generator.bias"])  # they did train
+    assert "torchrun --nproc_per_node=2" in json.loads((out / "card.json").read_text())["training_command"]

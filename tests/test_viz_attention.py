@@ -1,0 +1,154 @@
+"""Single-head figures and masks: what a user sees on the axes, in the hover, and under the overlays."""
+import numpy as np
+import pytest
+
+import viz
+
+TOKENS = ["<s>", "▁the", "▁cat", "▁the", "<pad>"]
+ESCAPED = ("&lt;s&gt;", "▁the", "▁cat", "▁the", "&lt;pad&gt;")
+N = len(TOKENS)
+KEY_IS_PAD = np.array([False, False, False, False, True])
+
+
+def _trace(fig, name):
+    (trace,) = [t for t in fig.data if t.name == name]
+    return trace
+
+
+def _weights():
+    """Causal, pad key masked: row q spreads its weight over keys 0..q (but never key 4)."""
+    weights = np.zeros((N, N))
+    for q in range(N):
+        allowed = list(range(min(q, 3) + 1))
+        weights[q, allowed] = np.arange(1, len(allowed) + 1) / sum(range(1, len(allowed) + 1))
+    return weights
+
+
+def test_mask_reasons_builds_one_array_per_reason():
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True, query_is_pad=KEY_IS_PAD)
+    assert list(blocked) == ["padding", "causal", "padded query"]
+    assert blocked["padding"][:, 4].all() and not blocked["padding"][:, :4].any()
+    assert blocked["causal"][1, 2] and not blocked["causal"][2, 1] and not blocked["causal"][2, 2]
+    assert blocked["causal"].sum() == N * (N - 1) // 2
+    assert blocked["padded query"][4].all() and not blocked["padded query"][:4].any()
+    assert viz.mask_reasons(2, 3) == {}
+
+
+def test_mask_reasons_rejects_flags_of_the_wrong_length():
+    with pytest.raises(ValueError, match="key_is_pad"):
+        viz.mask_reasons(N, N, key_is_pad=np.array([True, False]))
+
+
+def test_model_mask_leaves_out_padded_queries():
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, query_is_pad=KEY_IS_PAD)
+    expected = np.zeros((N, N), dtype=bool)
+    expected[:, 4] = True
+    np.testing.assert_array_equal(viz.model_mask(blocked, (N, N)), expected)
+
+
+def test_head_heatmap_ticks_are_the_escaped_tokens_in_order():
+    fig = viz.head_heatmap(_weights(), TOKENS, TOKENS)
+    assert fig.layout.xaxis.ticktext == ESCAPED and fig.layout.yaxis.ticktext == ESCAPED
+    assert fig.layout.xaxis.tickvals == (0, 1, 2, 3, 4)
+    assert fig.layout.yaxis.autorange == "reversed"  # first query at the top
+
+
+def test_head_heatmap_hover_carries_tokens_weight_and_raw_score_of_a_cell():
+    weights, scores = _weights(), np.arange(N * N, dtype=float).reshape(N, N) - 7
+    fig = viz.head_heatmap(weights, TOKENS, TOKENS, scores=scores)
+    heatmap = fig.data[0]
+    assert heatmap.z[3, 1] == weights[3, 1]
+    assert list(heatmap.customdata[3, 1]) == ["▁the", "▁the", "", scores[3, 1]]
+    assert list(heatmap.customdata[0, 2][:2]) == ["&lt;s&gt;", "▁cat"]
+    assert "raw score: %{customdata[3]" in heatmap.hovertemplate
+    assert "(%{y:d})" in heatmap.hovertemplate  # positions as numbers: %{y} alone would show the tick token
+    assert "raw score" not in viz.head_heatmap(weights, TOKENS, TOKENS).data[0].hovertemplate
+
+
+def test_overlays_cover_exactly_the_blocked_cells_and_hover_names_the_reasons():
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True)
+    fig = viz.head_heatmap(_weights(), TOKENS, TOKENS, blocked=blocked)
+    for reason in ("padding", "causal"):
+        overlay = _trace(fig, reason)
+        np.testing.assert_array_equal(np.isfinite(np.asarray(overlay.z, dtype=float)), blocked[reason])
+        assert overlay.showlegend and overlay.hoverinfo == "skip"
+    assert fig.data[0].customdata[1, 4][2] == "<br>mask: padding, causal"
+    assert fig.data[0].customdata[1, 2][2] == "<br>mask: causal"
+    assert fig.data[0].customdata[2, 1][2] == ""
+
+
+def test_masks_can_be_switched_off():
+    blocked = viz.mask_reasons(N, N, causal=True)
+    assert len(viz.head_heatmap(_weights(), TOKENS, TOKENS, blocked=blocked, show_masks=False).data) == 1
+
+
+def test_fixed_scale_is_zero_to_one_otherwise_the_heads_range():
+    weights = _weights() * 0.5
+    fixed = viz.head_heatmap(weights, TOKENS, TOKENS).layout.coloraxis
+    assert (fixed.cmin, fixed.cmax) == (0, 1)
+    own = viz.head_heatmap(weights, TOKENS, TOKENS, fixed_scale=False).layout.coloraxis
+    assert (own.cmin, own.cmax) == (0, 0.5)
+
+
+def test_show_values_prints_the_weights():
+    assert viz.head_heatmap(_weights(), TOKENS, TOKENS, show_values=True).data[0].texttemplate == "%{z:.2f}"
+    assert viz.head_heatmap(_weights(), TOKENS, TOKENS).data[0].texttemplate is None
+
+
+def test_weights_that_do_not_match_the_tokens_are_refused():
+    with pytest.raises(ValueError, match=r"\(5, 4\)"):
+        viz.head_heatmap(np.zeros((5, 5)), TOKENS, TOKENS[:4])
+
+
+def test_stages_blank_exactly_the_cells_the_model_masks():
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True, query_is_pad=KEY_IS_PAD)
+    scores = np.arange(N * N, dtype=float).reshape(N, N)
+    fig = viz.stages_figure(scores, blocked, _weights(), TOKENS, TOKENS)
+    np.testing.assert_array_equal(_trace(fig, "raw score").z, scores)
+    masked = np.asarray(_trace(fig, "masked score").z, dtype=float)
+    np.testing.assert_array_equal(np.isnan(masked), blocked["padding"] | blocked["causal"])
+    assert masked[4, 0] == scores[4, 0]  # a padded query is not masked by the model
+    weights = _trace(fig, "weight")
+    assert weights.coloraxis == "coloraxis2" and (fig.layout.coloraxis2.cmin, fig.layout.coloraxis2.cmax) == (0, 1)
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, N * N - 1)
+    assert [a.text for a in fig.layout.annotations][0] == "raw scores"
+
+
+def test_compare_shows_both_heads_and_their_difference_on_a_centred_scale():
+    a = _weights()
+    b = np.roll(a, 1, axis=1)
+    fig = viz.compare_figure(a, b, TOKENS, TOKENS, "L0 H1", "<i>L2</i>")
+    np.testing.assert_allclose(_trace(fig, "difference").z, a - b)
+    limit = np.abs(a - b).max()
+    assert (fig.layout.coloraxis2.cmin, fig.layout.coloraxis2.cmax) == (-limit, limit)
+    assert [a.text for a in fig.layout.annotations] == ["L0 H1", "&lt;i&gt;L2&lt;/i&gt;",
+                                                        "L0 H1 − &lt;i&gt;L2&lt;/i&gt;"]
+
+
+def test_compare_refuses_heads_of_different_shapes():
+    with pytest.raises(ValueError, match=r"different shapes: A is \(5, 5\), B is \(5, 4\)"):
+        viz.compare_figure(np.zeros((5, 5)), np.zeros((5, 4)), TOKENS, TOKENS)
+
+
+def test_decoding_step_shows_one_row_per_head_and_the_output_so_far():
+    cross_rows = np.random.default_rng(0).random((2, 3, N))
+    blocked = viz.mask_reasons(4, N, key_is_pad=KEY_IS_PAD)
+    fig = viz.decoding_step_figure(cross_rows, TOKENS, ["<s>", "▁le"], 2, blocked=blocked)
+    heatmap = fig.data[0]
+    np.testing.assert_array_equal(heatmap.z, cross_rows.reshape(6, N))
+    assert fig.layout.yaxis.ticktext == ("L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2")
+    assert fig.layout.xaxis.ticktext == ESCAPED
+    assert list(heatmap.customdata[4, 2][:2]) == ["L1 H1", "▁cat"]
+    assert fig.layout.title.text == "Step 2 · output so far: &lt;s&gt; ▁le"
+    padding = np.isfinite(np.asarray(_trace(fig, "padding").z, dtype=float))
+    assert padding[:, 4].all() and not padding[:, :4].any()
+
+
+def test_mask_figure_shows_each_reason_then_all():
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True)
+    fig = viz.mask_figure(blocked, TOKENS, TOKENS)
+    assert [a.text for a in fig.layout.annotations] == ["padding", "causal", "all reasons"]
+    combined = [t for t in fig.data if t.name == "blocked"][2]
+    np.testing.assert_array_equal(combined.z, (blocked["padding"] | blocked["causal"]).astype(float))
+    overlays = [t.name for t in fig.data if t.name != "blocked"]
+    assert overlays == ["padding", "causal", "padding", "causal"]

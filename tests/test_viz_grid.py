@@ -1,0 +1,122 @@
+"""The model view: panels, their order and titles, what the images show, and how big the figure gets."""
+import base64
+import struct
+import zlib
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+import viz
+from benchmarks.model_view import PAYLOAD_LIMIT_BYTES, random_stack, run
+from viz.png import indexed_png
+
+BLUES_LOW, BLUES_HIGH = (247, 251, 255), (8, 48, 107)  # the ends of Plotly's "Blues", the light theme's scale
+
+
+def read_png(data: bytes) -> np.ndarray:
+    """Decode an 8-bit palette PNG by the spec (filter type 0 only) into an RGB array (height, width, 3)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, position = {}, 8
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position:position + 4])
+        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
+        assert struct.unpack(">I", data[position + 8 + length:position + 12 + length])[0] == zlib.crc32(kind + body)
+        chunks[kind] = chunks.get(kind, b"") + body
+        position += 12 + length
+    width, height, depth, colour_type = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
+    assert (depth, colour_type) == (8, 3)
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(height, width + 1)
+    assert not rows[:, 0].any()
+    palette = np.frombuffer(chunks[b"PLTE"], dtype=np.uint8).reshape(-1, 3)
+    return palette[rows[:, 1:]]
+
+
+def panel_pixels(image: go.Image) -> np.ndarray:
+    prefix = "data:image/png;base64,"
+    assert image.source.startswith(prefix)
+    return read_png(base64.b64decode(image.source[len(prefix):]))
+
+
+def test_indexed_png_round_trips_through_a_spec_reader():
+    indices = np.array([[0, 1, 2], [2, 1, 0]], dtype=np.uint8)
+    palette = np.array([[255, 0, 0], [0, 255, 0], [0, 0, 255]], dtype=np.uint8)
+    np.testing.assert_array_equal(read_png(indexed_png(indices, palette)), palette[indices])
+    with pytest.raises(ValueError, match="outside the palette"):
+        indexed_png(np.array([[3]], dtype=np.uint8), palette)
+
+
+def test_indexed_png_is_readable_by_pillow():
+    image = pytest.importorskip("PIL.Image")
+    import io
+    indices = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    palette = np.stack([np.arange(12) * 20] * 3, axis=1).astype(np.uint8)
+    decoded = np.asarray(image.open(io.BytesIO(indexed_png(indices, palette))).convert("RGB"))
+    np.testing.assert_array_equal(decoded, palette[indices])
+
+
+def test_model_view_has_one_titled_image_per_head_in_layer_major_order():
+    stack = random_stack(5, 6, 8)
+    tokens = list("abcde")
+    fig = viz.model_view(stack, tokens, tokens)
+    images = [t for t in fig.data if isinstance(t, go.Image)]
+    assert len(images) == 48
+    assert not [t for t in fig.data if isinstance(t, go.Heatmap)]
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:3] == ["L0 H0", "L0 H1", "L0 H2"] and titles[8] == "L1 H0" and titles[-1] == "L5 H7"
+    for index in (0, 13, 47):
+        assert fig.data[index].meta == {"layer": index // 8, "head": index % 8}
+        assert fig.data[index].name == titles[index]
+
+
+def test_model_view_images_show_the_weights_on_the_shared_scale():
+    stack = np.zeros((1, 2, 2, 3))
+    stack[0, 1] = [[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
+    fig = viz.model_view(stack, ["a", "b"], ["a", "b", "c"])
+    pixels = panel_pixels(fig.data[1])
+    assert pixels.shape == (2, 3, 3)  # one pixel per cell: queries down, keys across
+    assert tuple(pixels[0, 0]) == BLUES_HIGH and tuple(pixels[0, 1]) == BLUES_LOW
+    middle = tuple(pixels[1, 0])
+    assert BLUES_HIGH[0] < middle[0] < BLUES_LOW[0]
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
+    assert tuple(panel_pixels(fig.data[0])[0, 0]) == BLUES_LOW  # an all-zero head stays light on the shared scale
+
+
+def test_model_view_blends_masks_like_the_overlays():
+    stack = np.zeros((1, 1, 2, 2))
+    stack[0, 0, :, 0] = 1.0
+    blocked = viz.mask_reasons(2, 2, key_is_pad=np.array([False, True]))
+    fig = viz.model_view(stack, ["a", "<pad>"], ["a", "<pad>"], blocked=blocked)
+    pixels = panel_pixels(fig.data[0])
+    grey, alpha = np.array([100, 100, 100]), 0.6  # the padding overlay colour of viz.theme
+    expected = np.rint((1 - alpha) * np.array(BLUES_LOW) + alpha * grey)
+    np.testing.assert_array_equal(pixels[:, 1], [expected, expected])
+    assert tuple(pixels[0, 0]) == BLUES_HIGH
+    legend = [t for t in fig.data if isinstance(t, go.Scatter) and t.showlegend is not False]
+    assert [t.name for t in legend] == ["padding"] and legend[0].marker.color == "rgba(100, 100, 100, 0.6)"
+    unmasked = panel_pixels(viz.model_view(stack, ["a", "b"], ["a", "b"], blocked=blocked, show_masks=False).data[0])
+    assert tuple(unmasked[0, 1]) == BLUES_LOW
+
+
+def test_model_view_ticks_tokens_only_on_the_outer_panels_and_only_when_few():
+    tokens = ["<s>", "▁a", "▁a"]
+    fig = viz.model_view(random_stack(3, 2, 2), tokens, tokens)
+    assert fig.layout.xaxis3.ticktext == ("&lt;s&gt;", "▁a", "▁a")  # bottom-left panel
+    assert fig.layout.xaxis3.showticklabels and fig.layout.yaxis3.showticklabels
+    assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
+    many = [str(i) for i in range(40)]
+    assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.showticklabels is False
+
+
+def test_model_view_json_grows_slowly_enough_for_256_tokens():
+    small, larger = run(sizes=(16, 32), layers=6, heads=8, repeats=1)
+    per_cell = (larger["json_bytes"] - small["json_bytes"]) / (48 * (32 ** 2 - 16 ** 2))
+    predicted_256 = small["json_bytes"] + per_cell * 48 * (256 ** 2 - 16 ** 2)
+    print(f"16 tokens: {small['json_bytes']} B, {per_cell:.2f} B per added cell, 256 tokens ~ {predicted_256:.0f} B")
+    assert small["json_bytes"] < PAYLOAD_LIMIT_BYTES
+    assert predicted_256 < PAYLOAD_LIMIT_BYTES
+
+
+def test_model_view_refuses_a_stack_that_is_not_four_dimensional():
+    with pytest.raises(ValueError, match="layers, heads"):
+        viz.model_view(np.zeros((3, 3)), ["a"] * 3, ["a"] * 3)

@@ -1,0 +1,53 @@
+"""Training dynamics: snapshots of one head and loss curves with gaps in the history."""
+import numpy as np
+import pytest
+
+import viz
+
+TOKENS = ["<s>", "▁a", "▁a"]
+
+
+def test_snapshots_are_small_multiples_in_order_on_one_scale():
+    snapshots = [(f"step {s}", np.eye(3) * (i + 1) / 4) for i, s in enumerate([0, 10, 100, 1000, 5000])]
+    fig = viz.snapshots_figure(snapshots, TOKENS, TOKENS, columns=3)
+    heatmaps = [t for t in fig.data if t.name == "weight"]
+    assert len(heatmaps) == 5
+    for (_, weights), heatmap in zip(snapshots, heatmaps):
+        np.testing.assert_array_equal(heatmap.z, weights)
+        assert heatmap.coloraxis == "coloraxis"
+    assert [a.text for a in fig.layout.annotations] == [label for label, _ in snapshots]
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0, 1)
+    assert heatmaps[3].xaxis == "x4" and fig.layout.xaxis4.anchor == "y4"  # second row, first column
+    own = viz.snapshots_figure(snapshots, TOKENS, TOKENS, fixed_scale=False).layout.coloraxis
+    assert (own.cmin, own.cmax) == (0, 1.25)
+
+
+def test_snapshots_need_at_least_one():
+    with pytest.raises(ValueError, match="empty"):
+        viz.snapshots_figure([], TOKENS, TOKENS)
+
+
+def test_loss_curve_draws_each_series_only_where_it_was_logged():
+    history = [
+        {"step": 0, "train_loss": 4.0, "dev_loss": 4.5, "dev_metric": 0.1},
+        {"step": 50, "train_loss": 3.0},
+        {"step": 100, "train_loss": 2.0, "dev_loss": 2.5, "dev_metric": 0.4},
+    ]
+    fig = viz.loss_curve(history)
+    lines = {t.name: t for t in fig.data}
+    assert list(lines) == ["train_loss", "dev_loss", "dev_metric"]
+    np.testing.assert_array_equal(lines["train_loss"].x, [0, 50, 100])
+    np.testing.assert_array_equal(lines["dev_loss"].x, [0, 100])
+    np.testing.assert_array_equal(lines["dev_metric"].y, [0.1, 0.4])
+    assert lines["dev_loss"].yaxis == "y" and lines["dev_metric"].yaxis == "y2"  # metrics on the right axis
+
+
+def test_loss_curve_without_steps_uses_the_entry_index():
+    fig = viz.loss_curve([{"train_loss": 2.0}, {"train_loss": 1.0}])
+    np.testing.assert_array_equal(fig.data[0].x, [0, 1])
+    assert fig.layout.xaxis.title.text == "entry"
+
+
+def test_empty_history_says_so():
+    fig = viz.loss_curve([])
+    assert not fig.data and fig.layout.annotations[0].text == "no training history"

@@ -1,0 +1,82 @@
+"""Scaled dot-product attention as a pure function, and the multi-head attention module around it."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .hooks import HookPoint, is_watched
+
+Identity = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _identity(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
+def scaled_dot_product(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    scores_hook: Identity = _identity,
+    weights_hook: Identity = _identity,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ / sqrt(d_head)) v, returning (output, weights).
+
+    q: (batch, heads, q_len, d_head); k, v: (batch, heads, k_len, d_head); mask: bool, True = may attend,
+    broadcastable to (batch, heads, q_len, k_len). Blocked keys get exactly 0 weight; a row with every key blocked
+    gets all-zero weights and a zero output (see masks.py). The hooks see the raw scores and the weights (before
+    dropout) and may replace them; they are identities unless the caller wants to look.
+    """
+    scores = scores_hook(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))  # (batch, heads, q_len, k_len)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    weights = weights_hook(weights)
+    return F.dropout(weights, dropout_p) @ v, weights  # (batch, heads, q_len, d_head)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with the paper's W_q, W_k, W_v, W_o projections.
+
+    Uses the fused `F.scaled_dot_product_attention` unless the current call captures this module's scores, mask or
+    pattern; then it runs `scaled_dot_product` above, which gives the same output (within float rounding).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+        self.hook_scores = HookPoint()  # (batch, heads, q_len, k_len) q·k/sqrt(d_head), before masking
+        self.hook_mask = HookPoint()  # (batch, 1, q_len, k_len) bool, True = may attend
+        self.hook_pattern = HookPoint()  # (batch, heads, q_len, k_len) softmax weights, 0 on masked keys
+        self.hook_z = HookPoint()  # (batch, heads, q_len, d_head) each head's output, before W_o; ablation edits it
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, d_model = x.shape
+        return x.view(batch, length, self.num_heads, d_model // self.num_heads).transpose(1, 2)  # (batch, heads, length, d_head)
+
+    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x_q: (batch, q_len, d_model) queries; x_kv: (batch, k_len, d_model) keys and values; mask as in masks.py."""
+        batch, q_len, d_model = x_q.shape
+        q, k, v = self._split_heads(self.W_q(x_q)), self._split_heads(self.W_k(x_kv)), self._split_heads(self.W_v(x_kv))
+        dropout_p = self.dropout if self.training else 0.0
+        if is_watched(self.hook_scores, self.hook_mask, self.hook_pattern):
+            if mask is not None:
+                mask = self.hook_mask(mask.expand(batch, 1, q_len, k.size(2)))
+            z, _ = scaled_dot_product(q, k, v, mask, dropout_p, self.hook_scores, self.hook_pattern)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        z = self.hook_z(z)  # (batch, heads, q_len, d_head)
+        return self.W_o(z.transpose(1, 2).reshape(batch, q_len, d_model))

@@ -1,0 +1,68 @@
+"""The public, per-call ways to look inside a model: `capture` records hook points, `ablate` removes heads."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from .hooks import Capture, NameFilter, attention_path, extend_call, hook_points, select_hook_points
+from .record import AttentionRecord
+
+ABLATION_MODES = ("zero", "mean")
+
+
+@contextmanager
+def capture(model: nn.Module, names: NameFilter = None) -> Iterator[AttentionRecord]:
+    """Record the hook points `names` selects (see `select_hook_points`) during the forward passes in the block.
+
+        with capture(model) as record:
+            model(src, tgt)
+        record["decoder.0.cross"]  # (batch, heads, tgt_len, src_len)
+
+    Only this call sees what it records (a ContextVar, not state on the model); tensors are detached.
+    """
+    points = select_hook_points(model, names)
+    store: dict[str, torch.Tensor] = {}
+    with extend_call(captures=(Capture(frozenset(points.values()), store),)):
+        yield AttentionRecord(store, list(hook_points(model)))
+
+
+def _ablation(heads: Sequence[int], mode: str):
+    index = list(heads)
+
+    def edit(z: torch.Tensor) -> torch.Tensor:  # z: (batch, heads, q_len, d_head)
+        z = z.clone()
+        if mode == "zero":
+            z[:, index] = 0.0
+        else:  # "mean": each head's output replaced by its average over query positions
+            z[:, index] = z[:, index].mean(dim=2, keepdim=True)
+        return z
+
+    return edit
+
+
+@contextmanager
+def ablate(model: nn.Module, heads: Mapping[str, Sequence[int]], mode: str = "zero") -> Iterator[None]:
+    """Remove heads' contributions during the block: {"decoder.1.cross": [0, 2]} silences heads 0 and 2 there.
+
+    mode "zero" sets the heads' outputs to 0; "mean" replaces each with its mean over query positions. Per call,
+    like `capture`: other threads running the same model are unaffected.
+    """
+    if mode not in ABLATION_MODES:
+        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}")
+    points = hook_points(model)
+    edits = []
+    for key, head_list in heads.items():
+        name = f"{attention_path(key)}.hook_z"
+        if name not in points:
+            raise KeyError(f"{key!r} is not an attention block of this model")
+        num_heads = model.get_submodule(attention_path(key)).num_heads
+        bad = [h for h in head_list if not 0 <= h < num_heads]
+        if bad:
+            raise ValueError(f"head(s) {bad} out of range for {key!r}, which has heads 0..{num_heads - 1}")
+        if head_list:
+            edits.append((points[name], _ablation(head_list, mode)))
+    with extend_call(edits=tuple(edits)):
+        yield

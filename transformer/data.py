@@ -1,0 +1,152 @@
+"""Parallel corpora: read and normalise sentence pairs, split off a dev set, batch by length.
+
+Batches are made of example indices grouped by similar length, so that little of each batch is
+padding, and capped by a token budget rather than a fixed number of sentences.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import random
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+from .tokenizer import BOS_ID, EOS_ID, Tokenizer
+
+Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
+
+# Apostrophe look-alikes, so that "don’t" and "don't" are one word to the tokenizer.
+_APOSTROPHES = str.maketrans({c: "'" for c in "\u2019\u2018\u02bc\u2032`"})  # ’ ‘ ʼ ′ `
+
+
+def normalize(text: str) -> str:
+    """NFKC, apostrophe variants folded to ', runs of whitespace collapsed to one space, stripped.
+
+    NFKC also turns the narrow no-break spaces before French punctuation into plain spaces,
+    and ligatures such as "ﬁ" into "fi".
+    """
+    text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+    return " ".join(text.split())
+
+
+def _open_text(path: str | Path) -> TextIO:
+    # newline="\n": only \n ends a line, so a stray \r or U+2028 inside a sentence cannot break
+    # the alignment of two files; utf-8-sig drops a byte-order mark if an editor left one.
+    if str(path).endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline="\n")
+    return open(path, encoding="utf-8-sig", newline="\n")
+
+
+def _read_lines(path: str | Path) -> list[str]:
+    with _open_text(path) as f:
+        return [line.rstrip("\r\n") for line in f]
+
+
+def read_parallel(source: str | Path, target: str | Path | None = None) -> list[tuple[str, str]]:
+    """Normalised (source, target) sentence pairs, pairs with an empty side dropped.
+
+    With `target` None, `source` is a TSV file of `source<TAB>target` lines (further columns are
+    ignored, lines without a tab skipped). Otherwise `source` and `target` are two line-aligned
+    files, which must have the same number of lines. Any of these files may be gzipped (.gz).
+    """
+    if target is None:
+        columns = (line.split("\t") for line in _read_lines(source))
+        raw_pairs = [(cols[0], cols[1]) for cols in columns if len(cols) >= 2]
+    else:
+        source_lines, target_lines = _read_lines(source), _read_lines(target)
+        if len(source_lines) != len(target_lines):
+            raise ValueError(f"line counts differ: {source} has {len(source_lines)} lines, "
+                             f"{target} has {len(target_lines)}")
+        raw_pairs = list(zip(source_lines, target_lines))
+    pairs = [(normalize(s), normalize(t)) for s, t in raw_pairs]
+    return [(s, t) for s, t in pairs if s and t]
+
+
+def _dev_score(source: str, seed: int) -> float:
+    """A number in [0, 1) fixed by the normalised sentence and the seed (hashlib, so unlike
+    Python's hash() it is the same in every process)."""
+    digest = hashlib.sha256(f"{seed}\0{normalize(source)}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def split_dev(
+    pairs: Sequence[tuple[str, str]], dev_fraction: float = 0.05, seed: int = 0
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(train, dev): about `dev_fraction` of the pairs go to dev, each in its input order.
+
+    The side of a pair depends only on its source sentence, so every translation of a sentence
+    lands on the same side (the model is never scored on a sentence it was trained on), and the
+    split does not change when the file is reordered or grows.
+    """
+    if not 0.0 <= dev_fraction <= 1.0:
+        raise ValueError(f"dev_fraction must be in [0, 1], got {dev_fraction}")
+    train, dev = [], []
+    for pair in pairs:
+        (dev if _dev_score(pair[0], seed) < dev_fraction else train).append(pair)
+    return train, dev
+
+
+def token_batches(
+    examples: Sequence[Example], max_tokens: int, rng: random.Random | None
+) -> list[list[int]]:
+    """Example indices grouped into batches of similar length, each index exactly once.
+
+    A batch holds as many examples as fit in batch_size * longest side <= max_tokens (at least
+    one, even if that one alone is longer). With `rng`, equal-length examples are mixed and the
+    batch order is shuffled, so that each epoch sees different batches in a different order.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    order = list(range(len(examples)))
+    if rng is not None:
+        rng.shuffle(order)  # the sort below is stable: this only reorders equal lengths
+
+    def length(i: int) -> int:
+        source, target = examples[i]
+        return max(len(source), len(target))
+
+    order.sort(key=length)
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    for i in order:
+        # Lengths ascend, so the newcomer is the longest and sets the padded width of the batch.
+        if batch and (len(batch) + 1) * length(i) > max_tokens:
+            batches.append(batch)
+            batch = []
+        batch.append(i)
+    if batch:
+        batches.append(batch)
+    if rng is not None:
+        rng.shuffle(batches)
+    return batches
+
+
+def collate(examples: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad the source and target ids into two LongTensors, (batch, max_src_len) and (batch, max_tgt_len)."""
+
+    def pad(sequences: list[list[int]]) -> torch.Tensor:
+        width = max((len(ids) for ids in sequences), default=0)
+        padded = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+        for row, ids in enumerate(sequences):
+            padded[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        return padded
+
+    return pad([source for source, _ in examples]), pad([target for _, target in examples])
+
+
+def source_ids(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int], int]:
+    """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
+    Returns (ids, how many pieces were cut off the end to fit)."""
+    ids = tokenizer.encode(normalize(text))
+    kept = ids[: max_len - 1]
+    return kept + [EOS_ID], len(ids) - len(kept)
+
+
+def target_ids(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
+    """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
+    return [BOS_ID] + tokenizer.encode(normalize(text))[: max_len - 2] + [EOS_ID]

@@ -1,0 +1,114 @@
+"""Generation: batched greedy and beam search, and a step-by-step generator for the app's decoding view.
+
+Every function returns or yields decoder sequences that start with BOS and end with EOS (unless `max_len` cut them
+off), right-padded with `pad_id` in a batch. `max_len` counts the whole sequence, BOS included, and never exceeds the
+model's own `config.max_len`. Run them under `torch.no_grad()`-free code: they switch gradients off themselves.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from .capture import capture
+from .model import Transformer
+
+
+def _limit(model: Transformer, max_len: int | None) -> int:
+    return model.config.max_len if max_len is None else max(2, min(max_len, model.config.max_len))
+
+
+def next_token_log_probs(model: Transformer, tokens: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """log p(next token | tokens, src) for the last position: (batch, tgt_vocab). Padding and BOS are never
+    generated, so they get -inf."""
+    log_probs = model.decode(tokens, memory, src)[:, -1].log_softmax(dim=-1)
+    log_probs[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    return log_probs
+
+
+@torch.no_grad()
+def greedy(model: Transformer, src: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+    """(batch, src_len) source ids -> (batch, length) decoder sequences, taking the most likely token each step."""
+    config, max_len = model.config, _limit(model, max_len)
+    memory = model.encode(src)
+    tokens = src.new_full((src.size(0), 1), config.bos_id)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    while tokens.size(1) < max_len and not done.all():
+        next_token = next_token_log_probs(model, tokens, memory, src).argmax(dim=-1).masked_fill(done, config.pad_id)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        done |= next_token == config.eos_id
+    return tokens
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | None = None, length_penalty: float = 0.6
+) -> torch.Tensor:
+    """(batch, src_len) -> (batch, length): the best of `beam_size` hypotheses per input.
+
+    Hypotheses compete on summed log-probability while searching; the final choice divides each by the GNMT length
+    penalty ((5 + length) / 6) ** length_penalty, so longer translations are not punished for every extra token.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    config, max_len = model.config, _limit(model, max_len)
+    batch, vocab = src.size(0), config.tgt_vocab_size
+    memory = model.encode(src).repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len, d_model)
+    src = src.repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len)
+    tokens = src.new_full((batch * beam_size, 1), config.bos_id)
+    scores = torch.full((batch, beam_size), float("-inf"), device=src.device)
+    scores[:, 0] = 0.0  # all beams start as the same hypothesis: let only one of them expand at first
+    done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
+    first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
+    while tokens.size(1) < max_len and not done.all():
+        log_probs = next_token_log_probs(model, tokens, memory, src)  # (batch * beam, vocab)
+        log_probs[done] = float("-inf")
+        log_probs[done, config.pad_id] = 0.0  # a finished hypothesis only extends with free padding
+        candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size * vocab)
+        scores, flat = candidates.topk(beam_size, dim=-1)  # (batch, beam)
+        origin = (first_beam + flat // vocab).view(-1)  # (batch * beam) row each new hypothesis extends
+        next_token = (flat % vocab).view(-1)
+        tokens = torch.cat([tokens[origin], next_token[:, None]], dim=1)
+        done = done[origin] | (next_token == config.eos_id)
+    lengths = (tokens[:, 1:] != config.pad_id).sum(dim=-1).view(batch, beam_size)
+    best = (scores / ((5.0 + lengths) / 6.0) ** length_penalty).argmax(dim=-1)  # (batch,)
+    return tokens.view(batch, beam_size, -1)[torch.arange(batch), best]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of generation, as the decoding view shows it."""
+
+    index: int  # 0 for the first generated token
+    prefix: list[int]  # decoder input that produced this token, BOS first
+    token_id: int  # the token chosen (greedily)
+    prob: float  # its probability
+    top: list[tuple[int, float]]  # the most likely candidates at this step, best first
+    cross_attention: torch.Tensor  # (layers, heads, src_len) this step's query row of every cross-attention head
+
+
+@torch.no_grad()
+def decode_steps(model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5) -> Iterator[Step]:
+    """Greedy decoding of one input (1, src_len), yielding each step with its cross-attention."""
+    config, max_len = model.config, _limit(model, max_len)
+    memory = model.encode(src)
+    prefix = [config.bos_id]
+    cross_keys = [f"decoder.{i}.cross" for i in range(config.num_decoder_layers)]
+    while len(prefix) < max_len:
+        with capture(model, cross_keys) as record:
+            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src)[0]
+        probs = log_probs.exp()
+        top = probs.topk(min(top_k, probs.numel()))
+        token_id = int(top.indices[0])
+        yield Step(
+            index=len(prefix) - 1,
+            prefix=list(prefix),
+            token_id=token_id,
+            prob=float(top.values[0]),
+            top=[(int(i), float(p)) for i, p in zip(top.indices, top.values)],
+            cross_attention=record.stack("decoder.cross")[:, :, -1],  # (layers, heads, src_len)
+        )
+        prefix.append(token_id)
+        if token_id == config.eos_id:
+            return

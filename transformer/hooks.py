@@ -1,0 +1,140 @@
+"""Hook points, and the per-call state that decides what they record or edit.
+
+Every tensor worth inspecting passes through a `HookPoint`: an identity module whose `name` is its module path
+(`decoder.layers.1.cross_attn.hook_pattern`), assigned once when the model is built. What a hook point does depends
+only on the *current call's* state, held in a `ContextVar`: each thread (each Streamlit session) and each asyncio
+task has its own, so one user's capture or ablation never reaches another's, and nothing is ever stored on the
+shared model. With no state set, a hook point returns its input untouched and costs one `ContextVar.get()`.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+Edit = Callable[[torch.Tensor], torch.Tensor]
+NameFilter = str | Iterable[str] | Callable[[str], bool] | None
+
+
+class HookPoint(nn.Module):
+    """Identity on its input; records or edits it when the current call asks for this point."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = ""  # the module path, set by `name_hook_points` when the model is built
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        call = _current_call.get()
+        return x if call is None else call.visit(self, x)
+
+    def extra_repr(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Which hook points one `capture()` records, and the dict it records them into."""
+
+    points: frozenset[HookPoint]
+    store: dict[str, torch.Tensor] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class CallState:
+    """Everything hook points must do during one call: captures to record into, edits to apply."""
+
+    captures: tuple[Capture, ...] = ()
+    edits: tuple[tuple[HookPoint, Edit], ...] = ()
+
+    def wants(self, point: HookPoint) -> bool:
+        return any(point in capture.points for capture in self.captures)
+
+    def visit(self, point: HookPoint, x: torch.Tensor) -> torch.Tensor:
+        for target, edit in self.edits:
+            if target is point:
+                x = edit(x)
+        for capture in self.captures:
+            if point in capture.points:
+                capture.store[point.name] = x.detach()  # the last call of a point wins: one record = one pass
+        return x
+
+
+_current_call: ContextVar[CallState | None] = ContextVar("attention_atlas_call", default=None)
+
+
+@contextmanager
+def extend_call(*, captures: tuple[Capture, ...] = (), edits: tuple[tuple[HookPoint, Edit], ...] = ()) -> Iterator[None]:
+    """Add captures and edits to the current call's state for the duration of a `with` block (nestable)."""
+    outer = _current_call.get() or CallState()
+    token = _current_call.set(CallState(outer.captures + captures, outer.edits + edits))
+    try:
+        yield
+    finally:
+        _current_call.reset(token)
+
+
+def is_watched(*points: HookPoint) -> bool:
+    """True if the current call captures any of these points (the attention module then skips the fused path)."""
+    call = _current_call.get()
+    return call is not None and any(call.wants(point) for point in points)
+
+
+def name_hook_points(model: nn.Module) -> None:
+    """Give every hook point its module path as name; called once at the end of the model's constructor."""
+    for name, module in model.named_modules():
+        if isinstance(module, HookPoint):
+            module.name = name
+
+
+def hook_points(model: nn.Module) -> dict[str, HookPoint]:
+    """All hook points of a model by name, in model order (encoder before decoder, layer 0 first)."""
+    return {module.name: module for module in model.modules() if isinstance(module, HookPoint)}
+
+
+# Friendly attention keys ("encoder.0.self", "decoder.1.cross") <-> module paths ("decoder.layers.1.cross_attn").
+_FRIENDLY = re.compile(r"^(encoder|decoder)\.(\d+)\.(self|cross)$")
+_MODULE = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(self|cross)_attn$")
+
+
+def attention_path(key: str) -> str:
+    """'decoder.1.cross' -> 'decoder.layers.1.cross_attn'."""
+    match = _FRIENDLY.match(key)
+    if not match or (match[1] == "encoder" and match[3] == "cross"):
+        raise KeyError(f"{key!r} is not an attention key; keys look like 'encoder.0.self', 'decoder.1.cross'")
+    return f"{match[1]}.layers.{match[2]}.{match[3]}_attn"
+
+
+def attention_key(path: str) -> str | None:
+    """'decoder.layers.1.cross_attn' -> 'decoder.1.cross'; None if the path is not an attention module."""
+    match = _MODULE.match(path)
+    return f"{match[1]}.{match[2]}.{match[3]}" if match else None
+
+
+def select_hook_points(model: nn.Module, names: NameFilter = None) -> dict[str, HookPoint]:
+    """The hook points `names` picks out: None = all; a hook name, a friendly attention key (its scores, mask and
+    pattern), or a glob such as '*.hook_pattern'; a list of those; or a predicate on hook names."""
+    points = hook_points(model)
+    if names is None:
+        return points
+    if callable(names):
+        return {name: point for name, point in points.items() if names(name)}
+    wanted: set[str] = set()
+    for pattern in [names] if isinstance(names, str) else list(names):
+        if _FRIENDLY.match(pattern):
+            path = attention_path(pattern)
+            matched = {f"{path}.hook_{part}" for part in ("scores", "mask", "pattern")} & points.keys()
+        else:
+            matched = set(fnmatch.filter(points, pattern))
+        if not matched:
+            raise ValueError(
+                f"{pattern!r} matches no hook point of this model; "
+                f"names look like {next(iter(points))!r} or friendly keys like 'decoder.0.cross'"
+            )
+        wanted |= matched
+    return {name: point for name, point in points.items() if name in wanted}

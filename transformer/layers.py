@@ -1,0 +1,81 @@
+"""The building blocks of each stack: feed-forward network, residual connection, encoder and decoder layers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .config import TransformerConfig
+from .hooks import HookPoint
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = W_2 · act(W_1 x + b_1) + b_2."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.linear1 = nn.Linear(config.d_model, config.d_ff)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model)
+        self.activation = F.relu if config.activation == "relu" else F.gelu
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class Residual(nn.Module):
+    """x + sublayer(x) with LayerNorm after the sum (post-LN, the paper) or before the sublayer (pre-LN)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.norm_first = config.norm_first
+
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        if self.norm_first:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.hook_resid_pre = HookPoint()  # (batch, src_len, d_model) residual stream entering the layer
+        self.self_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
+        self.feed_forward = FeedForward(config)
+        self.attn_residual = Residual(config)
+        self.ff_residual = Residual(config)
+        self.hook_resid_mid = HookPoint()  # (batch, src_len, d_model) after self-attention
+        self.hook_resid_post = HookPoint()  # (batch, src_len, d_model) after the feed-forward network
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
+        x = self.hook_resid_mid(self.attn_residual(x, lambda h: self.self_attn(h, h, src_mask)))
+        return self.hook_resid_post(self.ff_residual(x, self.feed_forward))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.hook_resid_pre = HookPoint()  # (batch, tgt_len, d_model) residual stream entering the layer
+        self.self_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
+        self.cross_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
+        self.feed_forward = FeedForward(config)
+        self.self_attn_residual = Residual(config)
+        self.cross_attn_residual = Residual(config)
+        self.ff_residual = Residual(config)
+        self.hook_resid_mid = HookPoint()  # (batch, tgt_len, d_model) after masked self-attention
+        self.hook_resid_cross = HookPoint()  # (batch, tgt_len, d_model) after cross-attention
+        self.hook_resid_post = HookPoint()  # (batch, tgt_len, d_model) after the feed-forward network
+
+    def forward(
+        self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor
+    ) -> torch.Tensor:
+        x = self.hook_resid_pre(x)
+        x = self.hook_resid_mid(self.self_attn_residual(x, lambda h: self.self_attn(h, h, tgt_mask)))
+        x = self.hook_resid_cross(self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, src_mask)))
+        return self.hook_resid_post(self.ff_residual(x, self.feed_forward))

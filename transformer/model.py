@@ -1,0 +1,112 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need", with named hook points."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .config import TransformerConfig
+from .hooks import HookPoint, name_hook_points
+from .layers import DecoderLayer, EncoderLayer
+from .masks import decoder_mask, padding_mask
+from .positional import make_positional
+
+
+class Embedding(nn.Module):
+    """Token embedding scaled by sqrt(d_model), plus the positional encoding, then dropout."""
+
+    def __init__(self, vocab_size: int, config: TransformerConfig) -> None:
+        super().__init__()
+        self.token = nn.Embedding(vocab_size, config.d_model)
+        self.positional = make_positional(config.positional, config.max_len, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.scale = math.sqrt(config.d_model)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """(batch, length) ids -> (batch, length, d_model)."""
+        length, max_len = ids.size(1), self.positional.table().size(0)
+        if length > max_len:
+            raise ValueError(f"sequence of {length} tokens is longer than the model's max_len ({max_len})")
+        return self.dropout(self.token(ids) * self.scale + self.positional.table()[:length])
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.embed = Embedding(config.src_vocab_size, config)
+        self.hook_embed = HookPoint()  # (batch, src_len, d_model) token + positional embedding
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_encoder_layers))
+        # Pre-LN leaves the residual stream un-normalised, so its stack ends with one LayerNorm.
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else nn.Identity()
+        self.hook_memory = HookPoint()  # (batch, src_len, d_model) encoder output that cross-attention reads
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.hook_embed(self.embed(src))
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return self.hook_memory(self.norm(x))
+
+
+class Decoder(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.embed = Embedding(config.tgt_vocab_size, config)
+        self.hook_embed = HookPoint()  # (batch, tgt_len, d_model) token + positional embedding
+        self.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config.num_decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else nn.Identity()
+        self.hook_out = HookPoint()  # (batch, tgt_len, d_model) final hidden state fed to the output projection
+
+    def forward(
+        self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor
+    ) -> torch.Tensor:
+        x = self.hook_embed(self.embed(tgt))
+        for layer in self.layers:
+            x = layer(x, memory, tgt_mask, src_mask)
+        return self.hook_out(self.norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+        self.generator = nn.Linear(config.d_model, config.tgt_vocab_size)  # hidden state -> next-token logits
+        self._init_weights()
+        if config.share_embeddings:
+            self.decoder.embed.token.weight = self.encoder.embed.token.weight
+        if config.tie_output_embedding:
+            self.generator.weight = self.decoder.embed.token.weight
+        name_hook_points(self)
+
+    def _init_weights(self) -> None:
+        """Xavier-uniform for every matrix (as the Annotated Transformer does), zero biases."""
+        for name, parameter in self.named_parameters():
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+            elif name.endswith("bias"):
+                nn.init.zeros_(parameter)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """(batch, src_len) ids -> memory (batch, src_len, d_model)."""
+        return self.encoder(src, padding_mask(src, self.config.pad_id))
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+        """Decoder input ids (batch, tgt_len), starting with BOS -> logits (batch, tgt_len, tgt_vocab).
+
+        `src` (batch, src_len) gives the padding mask over `memory`."""
+        hidden = self.decoder(tgt, memory, decoder_mask(tgt, self.config.pad_id), padding_mask(src, self.config.pad_id))
+        return self.generator(hidden)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced pass: logits (batch, tgt_len, tgt_vocab) for each next token."""
+        return self.decode(tgt, self.encode(src), src)
+
+    def positional_table(self, side: str = "src") -> torch.Tensor:
+        """The positional encoding (max_len, d_model) the encoder ('src') or decoder ('tgt') adds."""
+        stack = {"src": self.encoder, "tgt": self.decoder}[side]
+        return stack.embed.positional.table().detach()
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())

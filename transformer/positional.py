@@ -1,0 +1,40 @@
+"""Positional encodings: the paper's fixed sinusoids, or one learned vector per position."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same): (max_len, d_model)."""
+    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
+    return table
+
+
+class SinusoidalPositional(nn.Module):
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)  # computed, not saved
+
+    def table(self) -> torch.Tensor:
+        """(max_len, d_model): the encoding added at each position."""
+        return self.pe
+
+
+class LearnedPositional(nn.Module):
+    def __init__(self, max_len: int, d_model: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(max_len, d_model)
+
+    def table(self) -> torch.Tensor:
+        return self.embedding.weight
+
+
+def make_positional(kind: str, max_len: int, d_model: int) -> SinusoidalPositional | LearnedPositional:
+    return SinusoidalPositional(max_len, d_model) if kind == "sinusoidal" else LearnedPositional(max_len, d_model)

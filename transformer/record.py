@@ -1,0 +1,67 @@
+"""AttentionRecord: the read-only result of one `capture()`, keyed by friendly attention keys."""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+
+import torch
+
+from .hooks import attention_key, attention_path
+
+ATTENTION_KINDS = ("encoder.self", "decoder.self", "decoder.cross")
+
+
+class AttentionRecord(Mapping[str, torch.Tensor]):
+    """Attention weights by friendly key, in model order: record["decoder.1.cross"] is (batch, heads, q_len, k_len).
+
+    Rows sum to 1 over allowed keys and are exactly 0 on masked keys. `mask(key)` and `scores(key)` give the mask
+    (True = may attend) and the raw pre-softmax scores of the same block; `hooks` holds every recorded hook point by
+    its full name. The record is filled while its `capture()` block runs and is complete when the block ends.
+    """
+
+    def __init__(self, hooks: Mapping[str, torch.Tensor], order: list[str]) -> None:
+        self._hooks = hooks
+        self._order = order  # every hook name of the model, in model order
+
+    @property
+    def hooks(self) -> Mapping[str, torch.Tensor]:
+        return MappingProxyType(self._hooks)
+
+    def _part(self, key: str, part: str) -> torch.Tensor:
+        name = f"{attention_path(key)}.hook_{part}"
+        if name not in self._hooks:
+            raise KeyError(f"{name} was not captured; capture it with capture(model, names=[{key!r}]) or names=None")
+        return self._hooks[name]
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return self._part(key, "pattern")
+
+    def mask(self, key: str) -> torch.Tensor:
+        """(batch, 1, q_len, k_len) bool, True = may attend."""
+        return self._part(key, "mask")
+
+    def scores(self, key: str) -> torch.Tensor:
+        """(batch, heads, q_len, k_len) q·k/sqrt(d_head) before masking."""
+        return self._part(key, "scores")
+
+    def __iter__(self) -> Iterator[str]:
+        for name in self._order:
+            if name.endswith(".hook_pattern") and name in self._hooks:
+                yield attention_key(name.removesuffix(".hook_pattern"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def keys_of(self, kind: str) -> list[str]:
+        """Keys of one kind ('encoder.self', 'decoder.self' or 'decoder.cross'), layer 0 first."""
+        if kind not in ATTENTION_KINDS:
+            raise KeyError(f"unknown attention kind {kind!r}; kinds are {ATTENTION_KINDS}")
+        stack, role = kind.split(".")
+        return [key for key in self if key.startswith(stack + ".") and key.endswith("." + role)]
+
+    def stack(self, kind: str, item: int = 0, part: str = "pattern") -> torch.Tensor:
+        """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind: (layers, heads, q_len, k_len)."""
+        keys = self.keys_of(kind)
+        if not keys:
+            raise KeyError(f"no {kind} attention was captured")
+        return torch.stack([self._part(key, part)[item] for key in keys])

@@ -1,0 +1,115 @@
+"""Code-generated toy tasks: every example is (input text, output text), made from a seeded RNG.
+
+- reverse: "attention42" -> "24noitnetta". The ideal attention map is an anti-diagonal.
+- dates:   "Wednesday, March 3, 2021" -> "2021-03-03". Each output character has to look at one
+           or two input tokens that move around with the format, which makes the attention readable.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import string
+from collections.abc import Callable
+
+# ----------------------------------------------------------------------------- reverse
+
+REVERSE_ALPHABET = string.ascii_lowercase + string.digits
+REVERSE_MAX_LENGTH = 30
+
+
+def reverse_example(rng: random.Random, length: int | None = None) -> tuple[str, str]:
+    """A random string of lowercase letters and digits (length uniform in 1..30 unless given), reversed."""
+    if length is None:
+        length = rng.randint(1, REVERSE_MAX_LENGTH)
+    text = "".join(rng.choice(REVERSE_ALPHABET) for _ in range(length))
+    return text, text[::-1]
+
+
+# ----------------------------------------------------------------------------- dates
+
+# Spelled out here rather than with strftime("%B"/"%A"), whose names follow the machine's locale.
+MONTHS = ("January", "February", "March", "April", "May", "June", "July",
+          "August", "September", "October", "November", "December")
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+FIRST_DATE, LAST_DATE = datetime.date(1900, 1, 1), datetime.date(2099, 12, 31)
+# A two-digit year is only unambiguous inside one century window: 50..99 -> 19xx, 00..49 -> 20xx.
+TWO_DIGIT_FIRST_DATE, TWO_DIGIT_LAST_DATE = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
+
+
+def ordinal(day: int) -> str:
+    """1 -> "1st", 2 -> "2nd", 3 -> "3rd", 11 -> "11th", 22 -> "22nd"."""
+    suffix = "th" if 11 <= day % 100 <= 13 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    return f"{day}{suffix}"
+
+
+def _month(d: datetime.date) -> str:
+    return MONTHS[d.month - 1]
+
+
+# Each format's name is its pattern, shown on 3 March 2021 in the comment.
+_FORMATTERS: dict[str, Callable[[datetime.date], str]] = {
+    "D Month YYYY": lambda d: f"{d.day} {_month(d)} {d.year}",                          # 3 March 2021
+    "Month D, YYYY": lambda d: f"{_month(d)} {d.day}, {d.year}",                        # March 3, 2021
+    "Month Dth, YYYY": lambda d: f"{_month(d)} {ordinal(d.day)}, {d.year}",             # March 3rd, 2021
+    "Dth of Month YYYY": lambda d: f"{ordinal(d.day)} of {_month(d)} {d.year}",         # 3rd of March 2021
+    "MM/DD/YYYY": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year}",                      # 03/03/2021
+    "D.M.YYYY": lambda d: f"{d.day}.{d.month}.{d.year}",                                # 3.3.2021
+    "YYYY-M-D": lambda d: f"{d.year}-{d.month}-{d.day}",                                # 2021-3-3
+    "Mon D YYYY": lambda d: f"{_month(d)[:3]} {d.day} {d.year}",                        # Mar 3 2021
+    "D Mon YY": lambda d: f"{d.day} {_month(d)[:3]} {d.year % 100:02d}",                # 3 Mar 21
+    "Weekday, Month D, YYYY":
+        lambda d: f"{WEEKDAYS[d.weekday()]}, {_month(d)} {d.day}, {d.year}",            # Wednesday, March 3, 2021
+    "month D YYYY": lambda d: f"{_month(d).lower()} {d.day} {d.year}",                  # march 3 2021
+    "MONTH D, YYYY": lambda d: f"{_month(d).upper()} {d.day}, {d.year}",                # MARCH 3, 2021
+}
+DATE_FORMATS: tuple[str, ...] = tuple(_FORMATTERS)
+TWO_DIGIT_YEAR_FORMATS = frozenset({"D Mon YY"})
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in _FORMATTERS:
+        raise ValueError(f"unknown date format {fmt!r}; known formats: {', '.join(DATE_FORMATS)}")
+
+
+def format_date(d: datetime.date, fmt: str) -> str:
+    """`d` written in the human format named `fmt` (one of DATE_FORMATS)."""
+    _check_format(fmt)
+    if fmt in TWO_DIGIT_YEAR_FORMATS and not TWO_DIGIT_FIRST_DATE <= d <= TWO_DIGIT_LAST_DATE:
+        raise ValueError(f"{d} is outside {TWO_DIGIT_FIRST_DATE.year}-{TWO_DIGIT_LAST_DATE.year}, "
+                         f"so format {fmt!r} would give an ambiguous two-digit year")
+    return _FORMATTERS[fmt](d)
+
+
+def random_date(rng: random.Random, first: datetime.date, last: datetime.date) -> datetime.date:
+    """A date drawn uniformly from first..last inclusive."""
+    return datetime.date.fromordinal(rng.randint(first.toordinal(), last.toordinal()))
+
+
+def date_example(rng: random.Random, fmt: str | None = None) -> tuple[str, str]:
+    """A random date in format `fmt` (uniform over DATE_FORMATS if None) and its ISO form YYYY-MM-DD."""
+    if fmt is None:
+        fmt = rng.choice(DATE_FORMATS)
+    _check_format(fmt)
+    if fmt in TWO_DIGIT_YEAR_FORMATS:
+        d = random_date(rng, TWO_DIGIT_FIRST_DATE, TWO_DIGIT_LAST_DATE)
+    else:
+        d = random_date(rng, FIRST_DATE, LAST_DATE)
+    return format_date(d, fmt), d.isoformat()
+
+
+# ----------------------------------------------------------------------------- registry
+
+TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
+    "reverse": reverse_example,
+    "dates": date_example,
+}
+
+
+def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:
+    """`n` (input, output) pairs of `task`; the same seed always gives the same list."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
+    rng = random.Random(seed)
+    return [TASKS[task](rng) for _ in range(n)]

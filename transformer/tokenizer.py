@@ -1,0 +1,102 @@
+"""A thin wrapper over a sentencepiece model: train one, load one, encode and decode.
+
+Every model trained here reserves the same four ids, so the rest of the code can use the module
+constants (PAD_ID, BOS_ID, ...) without asking the tokenizer.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed ids in every model we train
+MODEL_TYPES = ("bpe", "unigram", "char")
+
+
+class Tokenizer:
+    """A loaded sentencepiece model; `path` is the .model file it came from."""
+
+    def __init__(self, model_path: str | Path):
+        self.path = Path(model_path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"no tokenizer model at {self.path}")
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.load(str(self.path))
+        except RuntimeError as error:  # sentencepiece reports a corrupt file as a bare RuntimeError
+            raise ValueError(f"could not load tokenizer model {self.path}: {error}") from error
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        model_path: str | Path,
+        vocab_size: int,
+        *,
+        model_type: str = "bpe",
+        character_coverage: float = 1.0,
+        add_dummy_prefix: bool = True,
+        seed: int = 0,
+        num_threads: int = 1,
+    ) -> Tokenizer:
+        """Train a model on `sentences`, write it to exactly `model_path`, and return it loaded.
+
+        `vocab_size` is an upper bound: a corpus too small for it (always the case for a "char"
+        model asked for more pieces than it has characters) gets a smaller vocabulary instead of
+        an error. Training is deterministic for the same sentences, settings and seed.
+        Pass add_dummy_prefix=False for character tasks, so that "abc" becomes exactly a, b, c
+        rather than ▁a, b, c.
+        """
+        if model_type not in MODEL_TYPES:
+            raise ValueError(f"unknown model_type {model_type!r}; expected one of {MODEL_TYPES}")
+        spm.set_random_generator_seed(seed)
+        model_bytes = io.BytesIO()  # written in memory, so no .vocab file ever lands on disk
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model_bytes,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            add_dummy_prefix=add_dummy_prefix,
+            hard_vocab_limit=False,
+            pad_id=PAD_ID, pad_piece="<pad>",
+            unk_id=UNK_ID, unk_piece="<unk>",
+            bos_id=BOS_ID, bos_piece="<s>",
+            eos_id=EOS_ID, eos_piece="</s>",
+            num_threads=num_threads,  # the machines we share have few cores
+            minloglevel=2,  # warnings and errors only: training otherwise logs hundreds of lines
+        )
+        model_path = Path(model_path)
+        model_path.parent.mkdir(parents=True, exist_ok=True)
+        model_path.write_bytes(model_bytes.getvalue())
+        return cls(model_path)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without BOS/EOS; unknown characters become UNK_ID."""
+        return self._sp.encode(text)
+
+    def encode_pieces(self, text: str) -> list[str]:
+        """The pieces `encode` would produce (unknown characters show as themselves, not <unk>)."""
+        return self._sp.encode_as_pieces(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids`; pad, bos and eos ids are dropped."""
+        return self._sp.decode([int(i) for i in ids])
+
+    def id_to_piece(self, i: int) -> str:
+        """The piece of one id: "<pad>", "<unk>", "<s>", "</s>" for the four special ids."""
+        return self._sp.id_to_piece(int(i))
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        """The piece of each id, e.g. to label the axes of an attention map."""
+        return [self.id_to_piece(i) for i in ids]
+
+    def __repr__(self) -> str:
+        return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"

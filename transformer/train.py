@@ -1,0 +1,324 @@
+"""Train a checkpoint: `python -m transformer.train --task reverse --out checkpoints/reverse`.
+
+The same command runs data-parallel under `torchrun --nproc_per_node=N -m transformer.train ...` (gloo on CPU,
+nccl on CUDA): every rank builds the same data and tokenizers, takes its share of each epoch's batches, and
+DistributedDataParallel averages the gradients, so all ranks hold identical weights after every step.
+
+Recipe: Adam (0.9, 0.98, 1e-9); the paper's learning-rate shape, linear warm-up then decay with 1/sqrt(step), written
+with an explicit peak rate rather than d_model^-0.5; label smoothing; gradient clipping; token-budget batches of
+similar length. The best dev checkpoint is kept, earlier states are saved as snapshots, and `--resume` continues an
+interrupted run from its last evaluation.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import random
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from .checkpoint import SNAPSHOT_DIR, ModelCard, save_checkpoint
+from .config import TransformerConfig
+from .data import collate, read_parallel, source_ids, split_dev, target_ids, token_batches
+from .evaluate import METRICS, score, translate_texts
+from .model import Transformer
+from .tasks import generate
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+RESUME_FILE = "resume.pt"  # training state for --resume; not part of the shipped checkpoint
+
+# Per-task defaults for options left unset: small models for the synthetic tasks, a larger one for translation.
+TASK_DEFAULTS = {
+    "reverse": dict(d_model=128, num_heads=4, layers=2, d_ff=256, max_len=34, vocab_size=64, steps=2000,
+                    max_tokens=4096, lr=1e-3, warmup=400, train_size=200_000, dev_size=2000),
+    "dates": dict(d_model=128, num_heads=4, layers=2, d_ff=256, max_len=40, vocab_size=96, steps=2000,
+                  max_tokens=4096, lr=1e-3, warmup=400, train_size=200_000, dev_size=2000),
+    "translate": dict(d_model=256, num_heads=4, layers=3, d_ff=512, max_len=64, vocab_size=4000, steps=2400,
+                      max_tokens=4096, lr=1e-3, warmup=400, train_size=0, dev_size=0),
+}
+DESCRIPTIONS = {
+    "reverse": "Reverses a string of lowercase letters and digits (1-30 characters), character by character. "
+               "A lecturer can predict its attention: cross-attention should run along the anti-diagonal.",
+    "dates": "Turns a date written in one of 12 human formats (3 March 2021, 03/03/2021, Wednesday, March 3, 2021, "
+             "...) into ISO YYYY-MM-DD. Watch cross-attention pick the year, month and day out of the input.",
+    "translate": "Translates between the two sides of a parallel corpus.",
+}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m transformer.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", required=True, choices=sorted(TASK_DEFAULTS))
+    parser.add_argument("--out", required=True, type=Path, help="checkpoint folder to write")
+    data = parser.add_argument_group("data")
+    data.add_argument("--data", help="translate: TSV of source<TAB>target, or the source file of two aligned files")
+    data.add_argument("--data-target", help="translate: the target file when --data is the source file")
+    data.add_argument("--data-credit", default="", help="source and licence of the corpus, for the model card")
+    data.add_argument("--dev-fraction", type=float, default=0.05, help="translate: share of pairs held out as dev")
+    data.add_argument("--split-seed", type=int, default=0, help="translate: seed of the dev split")
+    data.add_argument("--train-size", type=int, help="synthetic tasks: training pairs to generate")
+    data.add_argument("--dev-size", type=int, help="synthetic tasks: dev pairs to generate")
+    data.add_argument("--vocab-size", type=int, help="sentencepiece vocabulary size (upper bound for char models)")
+    data.add_argument("--shared-vocab", action="store_true", help="one vocabulary and embedding for both sides")
+    model = parser.add_argument_group("model")
+    model.add_argument("--d-model", type=int)
+    model.add_argument("--num-heads", type=int)
+    model.add_argument("--layers", type=int, help="encoder and decoder layers each")
+    model.add_argument("--d-ff", type=int)
+    model.add_argument("--dropout", type=float, default=0.1)
+    model.add_argument("--max-len", type=int)
+    model.add_argument("--norm-first", action="store_true", help="pre-LN instead of the paper's post-LN")
+    model.add_argument("--positional", choices=("sinusoidal", "learned"), default="sinusoidal")
+    model.add_argument("--activation", choices=("relu", "gelu"), default="relu")
+    train = parser.add_argument_group("training")
+    train.add_argument("--steps", type=int, help="optimizer steps")
+    train.add_argument("--max-tokens", type=int, help="tokens per batch and rank (batch size x longest side)")
+    train.add_argument("--lr", type=float, help="peak learning rate, reached at the end of warm-up")
+    train.add_argument("--warmup", type=int, help="warm-up steps")
+    train.add_argument("--label-smoothing", type=float, default=0.1)
+    train.add_argument("--clip", type=float, default=1.0, help="max gradient norm")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--eval-every", type=int, default=500, help="steps between dev evaluations")
+    train.add_argument("--dev-eval-size", type=int, default=1000, help="dev pairs decoded at each evaluation")
+    train.add_argument("--snapshots", default="0,0.02,0.1,0.3", help="fractions of training to keep as snapshots")
+    train.add_argument("--device", default="cpu", help="cpu or cuda")
+    train.add_argument("--resume", action="store_true",
+                       help=f"continue from OUT/{RESUME_FILE} (written at each evaluation) if present, e.g. with more --steps")
+    train.add_argument("--examples", nargs="*", default=None, help="demo inputs for the model card")
+    train.add_argument("--description", default=None, help="model card description")
+    train.add_argument("--quiet", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for the card's exact training command
+    for name, value in TASK_DEFAULTS[args.task].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if args.task == "translate" and not args.data:
+        parser.error("--task translate needs --data")
+    return args
+
+
+@dataclass
+class Progress:
+    """What --resume restores besides the weights and optimizer."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    best_metric: float = -math.inf
+    elapsed_s: float = 0.0
+    history: list[dict] = field(default_factory=list)
+    snapshots: list[dict] = field(default_factory=list)
+
+
+def learning_rate(step: int, peak: float, warmup: int) -> float:
+    """Linear warm-up to `peak` at `warmup` steps, then peak * sqrt(warmup / step): the paper's schedule shape."""
+    step = max(step, 1)
+    return peak * min(step / warmup, math.sqrt(warmup / step))
+
+
+def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    if args.task == "translate":
+        return split_dev(read_parallel(args.data, args.data_target), args.dev_fraction, args.split_seed)
+    return generate(args.task, args.train_size, args.seed), generate(args.task, args.dev_size, args.seed + 1)
+
+
+def build_tokenizers(args: argparse.Namespace, train_pairs: list[tuple[str, str]], rank: int) -> tuple[Tokenizer, Tokenizer]:
+    """Rank 0 trains the sentencepiece models into the checkpoint folder; every rank then loads them."""
+    src_path, tgt_path = args.out / "src.model", args.out / "tgt.model"
+    if rank == 0 and not (args.resume and src_path.exists() and tgt_path.exists()):
+        options = dict(vocab_size=args.vocab_size, seed=args.seed)
+        if args.task != "translate":  # characters are the natural units of the synthetic tasks
+            options.update(model_type="char", add_dummy_prefix=False)
+        if args.shared_vocab:
+            Tokenizer.train((s for pair in train_pairs for s in pair), src_path, **options)
+            tgt_path.write_bytes(src_path.read_bytes())
+        else:
+            Tokenizer.train((s for s, _ in train_pairs), src_path, **options)
+            Tokenizer.train((t for _, t in train_pairs), tgt_path, **options)
+    if dist.is_initialized():
+        dist.barrier()
+    return Tokenizer(src_path), Tokenizer(tgt_path)
+
+
+def batch_loss(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """Label-smoothed cross-entropy of predicting tgt[:, 1:] from tgt[:, :-1], padding ignored."""
+    logits = model(src, tgt[:, :-1])  # (batch, tgt_len - 1, vocab)
+    return F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID,
+                           label_smoothing=label_smoothing)
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, args, examples, pairs, src_tok, tgt_tok, device) -> dict[str, float]:
+    """Dev loss (teacher-forced, no smoothing) and the task's metric on greedy decoding."""
+    model.eval()
+    losses = []
+    for batch in token_batches(examples, args.max_tokens, None):
+        src, tgt = (t.to(device) for t in collate([examples[i] for i in batch], PAD_ID))
+        losses.append(batch_loss(model, src, tgt, 0.0).item())
+    predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in pairs])
+    model.train()
+    return {"dev_loss": sum(losses) / len(losses), "dev_metric": score(args.task, predictions, [t for _, t in pairs])}
+
+
+def save_state_dict(model: Transformer, path: Path, half: bool = False) -> None:
+    """Save the weights on CPU, optionally as fp16; tied weights stay one tensor (stored once)."""
+    converted: dict[int, torch.Tensor] = {}  # by storage address, so a tied weight is converted once
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() not in converted:
+            converted[tensor.data_ptr()] = (tensor.half() if half and tensor.is_floating_point() else tensor).cpu()
+        state[name] = converted[tensor.data_ptr()]
+    torch.save(state, path)
+
+
+def main(argv: list[str] | None = None) -> Transformer:
+    """Train as the command line says; returns this rank's trained model (the last state, not the best)."""
+    args = parse_args(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    device = torch.device(args.device)
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    torch.manual_seed(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / SNAPSHOT_DIR).mkdir(exist_ok=True)
+
+    train_pairs, dev_pairs = load_pairs(args)
+    src_tok, tgt_tok = build_tokenizers(args, train_pairs, rank)
+    encode = lambda pairs: [(source_ids(src_tok, s, args.max_len)[0], target_ids(tgt_tok, t, args.max_len)) for s, t in pairs]  # noqa: E731
+    train_examples = encode(train_pairs)
+    dev_eval_pairs = dev_pairs[: args.dev_eval_size]
+    dev_eval_examples = encode(dev_eval_pairs)
+
+    config = TransformerConfig(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=args.d_model,
+        num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers, d_ff=args.d_ff,
+        dropout=args.dropout, max_len=args.max_len, norm_first=args.norm_first, positional=args.positional,
+        activation=args.activation, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, share_embeddings=args.shared_vocab,
+    )
+    model = Transformer(config).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+    progress = Progress()
+    resume_path = args.out / RESUME_FILE
+    if args.resume and resume_path.exists():
+        saved = torch.load(resume_path, map_location=device, weights_only=True)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        progress = Progress(**saved["progress"])
+        torch.set_rng_state(saved["rng"])
+    trained = DistributedDataParallel(model) if world > 1 else model
+    snapshot_at = {round(float(f) * args.steps): f"step_{round(float(f) * args.steps):06d}"
+                   for f in args.snapshots.split(",") if f.strip() and float(f) < 1}
+
+    def record_eval(train_loss: float) -> None:
+        metrics = evaluate(model, args, dev_eval_examples, dev_eval_pairs, src_tok, tgt_tok, device)
+        progress.history.append({"step": progress.step, "train_loss": round(train_loss, 4),
+                                 "dev_loss": round(metrics["dev_loss"], 4), "dev_metric": round(metrics["dev_metric"], 4)})
+        if metrics["dev_metric"] >= progress.best_metric:
+            progress.best_metric = metrics["dev_metric"]
+            save_state_dict(model, args.out / "model.pt")
+            config.save(args.out / "config.json")
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "progress": vars(progress), "rng": torch.get_rng_state()}, resume_path)
+        if bar is not None:
+            bar.write(f"step {progress.step}: {progress.history[-1]}")
+
+    bar = None if rank or args.quiet else tqdm(total=args.steps, initial=progress.step, unit="step", file=sys.stderr)
+    start, tokens_seen, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
+    model.train()
+    while progress.step < args.steps:
+        batches = token_batches(train_examples, args.max_tokens, random.Random(args.seed * 100_003 + progress.epoch))
+        mine = batches[rank : len(batches) - len(batches) % world : world]  # equal count per rank for DDP
+        for batch in mine[progress.batch_in_epoch :]:
+            if rank == 0 and progress.step in snapshot_at and not any(s["step"] == progress.step for s in progress.snapshots):
+                name = snapshot_at[progress.step]
+                save_state_dict(model, args.out / SNAPSHOT_DIR / f"{name}.pt", half=True)
+                metric = evaluate(model, args, dev_eval_examples[:200], dev_eval_pairs[:200], src_tok, tgt_tok, device)["dev_metric"]
+                progress.snapshots.append({"name": name, "step": progress.step,
+                                           "fraction": round(progress.step / args.steps, 4), "dev_metric": round(metric, 4)})
+            src, tgt = (t.to(device) for t in collate([train_examples[i] for i in batch], PAD_ID))
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup)
+            loss = batch_loss(trained, src, tgt, args.label_smoothing)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
+            progress.step += 1
+            progress.batch_in_epoch += 1
+            tokens_seen += int((tgt[:, 1:] != PAD_ID).sum()) * world
+            window_loss, window_steps = window_loss + loss.item(), window_steps + 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / (time.perf_counter() - start):.0f}")
+            if progress.step % args.eval_every == 0 or progress.step == args.steps:
+                if rank == 0:
+                    progress.elapsed_s += time.perf_counter() - start
+                    start, tokens_seen = time.perf_counter(), 0
+                    record_eval(window_loss / window_steps)
+                window_loss, window_steps = 0.0, 0
+                if world > 1:
+                    dist.barrier()
+            if progress.step >= args.steps:
+                break
+        else:
+            progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
+    if bar is not None:
+        bar.close()
+    if rank == 0:
+        write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok)
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return model
+
+
+def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok) -> None:
+    """Final metric of the best weights on the whole dev set, and everything the app and a reader need."""
+    config = TransformerConfig.load(args.out / "config.json")
+    model = Transformer(config)
+    model.load_state_dict(torch.load(args.out / "model.pt", weights_only=True))
+    model.eval()
+    predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
+    metric = score(args.task, predictions, [t for _, t in dev_pairs])
+    launcher = f"torchrun --nproc_per_node={world} -m transformer.train" if world > 1 else "python -m transformer.train"
+    machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {world} process(es), torch {torch.__version__}"
+    if device.type == "cuda":
+        machine += f", {torch.cuda.get_device_name(device)}"
+    examples = args.examples or [s for s, _ in dev_pairs[:8]]
+    card = ModelCard(
+        name=args.out.name,
+        task=args.task,
+        description=args.description or DESCRIPTIONS[args.task],
+        data=args.data_credit or f"Generated by transformer/tasks.py (train seed {args.seed}, dev seed {args.seed + 1}).",
+        metrics={f"dev_{METRICS[args.task]}": round(metric, 4), "train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs)},
+        examples=examples,
+        training_command=f"{launcher} {shlex.join(args.argv)}",
+        wall_time_s=round(progress.elapsed_s, 1),
+        machine=machine,
+        parameters=model.num_parameters(),
+        history=progress.history,
+        snapshots=progress.snapshots,
+        training={key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "argv"},
+    )
+    save_checkpoint(args.out, model, card, src_tok, tgt_tok)
+    print(f"{args.out}: dev {METRICS[args.task]} {metric:.4f} on {len(dev_pairs)} pairs, "
+          f"{model.num_parameters():,} parameters, {progress.elapsed_s:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Figures of single heads: one head, the three stages of one head, two heads compared, one decoding step."""
+import numpy as np
+
+from .conventions import check_matrix, model_mask
+from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit, value_range
+from .theme import DIVERGING, Theme, apply_theme
+
+
+def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show_masks=True, fixed_scale=True,
+                 show_values=False, title="", theme=Theme()):
+    """One head's attention (q_len, k_len): queries top to bottom, keys left to right.
+
+    Hover shows query and key token with their positions, the weight and, when `scores` (raw pre-softmax scores of
+    the same shape) is given, the raw score. blocked: reason -> bool mask (see mask_reasons), drawn as translucent
+    overlays with a legend when show_masks. fixed_scale: colour scale 0-1 (comparable across figures) instead of
+    the head's own range. show_values: print each weight in its cell (readable up to about 20 tokens).
+    """
+    fig = subplots(1, 1)
+    add_matrix(fig, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks,
+               show_values=show_values)
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(weights, fixed_scale), "weight")
+    return apply_theme(fig, theme, title)
+
+
+def stages_figure(scores, blocked, weights, q_tokens, k_tokens, *, show_masks=True, title="", theme=Theme()):
+    """One head in three stages side by side: raw scores, masked scores, softmax weights.
+
+    Masked scores are the raw scores with the cells the model masks left blank: they are -inf before the softmax,
+    so they get weight 0. Cells of informational reasons ("padded query") keep their scores, as in the model.
+    Both score panels share one colour bar, the weights have their own (0-1).
+    """
+    scores = check_matrix(scores, q_tokens, k_tokens, name="scores")
+    masked_scores = np.where(model_mask(blocked, scores.shape), np.nan, scores)
+    fig = subplots(1, 3, titles=["raw scores", "masked scores (blank = −∞)", "softmax weights"],
+                   shared_yaxes=True, horizontal_spacing=0.1)
+    # The raw panel names each cell's mask reasons in its hover but draws no overlay: masking comes next.
+    add_matrix(fig, scores, q_tokens, k_tokens, col=1, value_name="raw score", blocked=blocked, show_masks=False)
+    add_matrix(fig, masked_scores, q_tokens, k_tokens, col=2, value_name="masked score", blocked=blocked,
+               show_masks=show_masks)
+    add_matrix(fig, weights, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"}, blocked=blocked,
+               show_masks=show_masks, show_legend=False)
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(scores, False), "score", right_of=(1, 2))
+    set_colour_axis(fig, "coloraxis2", theme.sequential, 0.0, 1.0, "weight", right_of=(1, 3))
+    return apply_theme(fig, theme, title)
+
+
+def compare_figure(a, b, q_tokens, k_tokens, label_a="A", label_b="B", *, blocked=None, show_masks=True,
+                   fixed_scale=True, title="", theme=Theme()):
+    """Two heads of the same shape side by side, then A − B on a blue-white-red scale centred at 0 (red: A larger).
+
+    Raises ValueError when the shapes differ.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"cannot compare heads of different shapes: {label_a} is {a.shape}, {label_b} is {b.shape}")
+    difference = a - b
+    fig = subplots(1, 3, titles=[label_a, label_b, f"{label_a} − {label_b}"], shared_yaxes=True,
+                   horizontal_spacing=0.1)
+    add_matrix(fig, a, q_tokens, k_tokens, col=1, blocked=blocked, show_masks=show_masks)
+    add_matrix(fig, b, q_tokens, k_tokens, col=2, blocked=blocked, show_masks=show_masks, show_legend=False)
+    add_matrix(fig, difference, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"},
+               value_name="difference", blocked=blocked, show_masks=show_masks, show_legend=False)
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight",
+                    right_of=(1, 2))
+    limit = symmetric_limit(difference)
+    set_colour_axis(fig, "coloraxis2", DIVERGING, -limit, limit, "difference", right_of=(1, 3))
+    return apply_theme(fig, theme, title)
+
+
+def decoding_step_figure(cross_rows, src_tokens, output_so_far, step, *, blocked=None, show_masks=True,
+                         fixed_scale=True, theme=Theme()):
+    """Generation step `step` (0-based): each head's cross-attention row over the source tokens, one row per head.
+
+    cross_rows: (layers, heads, src_len), the rows of query position `step`. Rows are labelled "L2 H5" (0-based,
+    as in the model). blocked: the cross-attention masks (q_len, src_len) of mask_reasons; row `step` is drawn.
+    The title shows the output so far, pieces separated by spaces.
+    """
+    cross_rows = np.asarray(cross_rows, dtype=float)
+    if cross_rows.ndim != 3:
+        raise ValueError(f"cross_rows must be (layers, heads, src_len); got shape {cross_rows.shape}")
+    layers, heads, src_len = cross_rows.shape
+    rows = cross_rows.reshape(layers * heads, src_len)
+    step_blocked = {reason: np.broadcast_to(np.asarray(mask)[step], rows.shape)
+                    for reason, mask in (blocked or {}).items()}
+    fig = subplots(1, 1)
+    add_matrix(fig, rows, [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)], src_tokens,
+               axis_names=("head", "source"), blocked=step_blocked, show_masks=show_masks)
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(rows, fixed_scale), "weight")
+    fig.update_layout(height=200 + rows.shape[0] * theme.font_size * 1.8)
+    return apply_theme(fig, theme, f"Step {step} · output so far: {' '.join(output_so_far)}")

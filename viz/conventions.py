@@ -1,0 +1,77 @@
+"""The data conventions viz shares with the app and the model, and the checks that enforce them.
+
+One head's attention is a float array (q_len, k_len): rows are queries, columns keys. A stack for one attention
+kind is (layers, heads, q_len, k_len). Masks reach viz as `blocked`: a dict from a reason name to a bool
+(q_len, k_len) array, True where the cell is blocked for that reason (see masks.mask_reasons).
+"""
+import numpy as np
+
+KINDS = ("encoder self", "decoder self", "cross")
+
+PAD_TOKEN = "<pad>"
+EOS_TOKEN = "</s>"
+
+PADDING = "padding"
+CAUSAL = "causal"
+PADDED_QUERY = "padded query"
+# Reasons that are drawn but are not masks of the model: a padded query's row is computed like any other (its
+# weights are not 0); the loss ignores its output, so the figures shade it to say "don't read this row".
+INFORMATIONAL = frozenset({PADDED_QUERY})
+
+
+def check_matrix(matrix, q_tokens, k_tokens, name="weights") -> np.ndarray:
+    """Return `matrix` as a float array after checking it is (len(q_tokens), len(k_tokens))."""
+    matrix = np.asarray(matrix, dtype=float)
+    expected = (len(q_tokens), len(k_tokens))
+    if matrix.shape != expected:
+        raise ValueError(f"{name} has shape {matrix.shape}, but the tokens give (queries, keys) = {expected}")
+    return matrix
+
+
+def check_stack(stack, q_tokens, k_tokens, name="stack") -> np.ndarray:
+    """Return `stack` as a float array after checking it is (layers, heads, len(q_tokens), len(k_tokens))."""
+    stack = np.asarray(stack, dtype=float)
+    if stack.ndim != 4:
+        raise ValueError(f"{name} must be (layers, heads, queries, keys); got shape {stack.shape}")
+    check_matrix(stack[0, 0], q_tokens, k_tokens, name=f"{name}[layer, head]")
+    return stack
+
+
+def check_blocked(blocked, shape) -> dict[str, np.ndarray]:
+    """Return `blocked` (None allowed: nothing blocked) as bool arrays after checking each has `shape`."""
+    checked = {}
+    for reason, mask in (blocked or {}).items():
+        mask = np.asarray(mask)
+        if mask.shape != tuple(shape) or mask.dtype != bool:
+            raise ValueError(f"blocked[{reason!r}] must be a bool array of shape {tuple(shape)}; "
+                             f"got {mask.dtype} {mask.shape}")
+        checked[reason] = mask
+    return checked
+
+
+def union(masks, shape) -> np.ndarray:
+    """Cells blocked by any of `masks` (all False when there are none)."""
+    combined = np.zeros(shape, dtype=bool)
+    for mask in masks:
+        combined |= mask
+    return combined
+
+
+def model_mask(blocked, shape) -> np.ndarray:
+    """Cells the model masks (their weights are exactly 0): every reason except the informational ones."""
+    blocked = check_blocked(blocked, shape)
+    return union((mask for reason, mask in blocked.items() if reason not in INFORMATIONAL), shape)
+
+
+def each_kind(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None):
+    """Yield (kind, stack, q_tokens, k_tokens, model_mask) for every kind of `stacks`, each checked.
+
+    A key that is not one of KINDS raises ValueError: a typo would otherwise pass silently.
+    """
+    unknown = sorted(set(stacks) - set(KINDS))
+    if unknown:
+        raise ValueError(f"unknown attention kinds {unknown}; expected some of {list(KINDS)}")
+    for kind, stack in stacks.items():
+        q_tokens, k_tokens = q_tokens_by_kind[kind], k_tokens_by_kind[kind]
+        stack = check_stack(stack, q_tokens, k_tokens, name=kind)
+        yield kind, stack, q_tokens, k_tokens, model_mask((blocked_by_kind or {}).get(kind), stack.shape[2:])

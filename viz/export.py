@@ -1,0 +1,48 @@
+"""Getting numbers and pictures out: a tidy table of every weight, CSV/Parquet bytes, and the toolbar's export."""
+import io
+
+import numpy as np
+import pandas as pd
+
+from .conventions import each_kind
+
+
+def tidy_frame(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None) -> pd.DataFrame:
+    """One row per weight of every head: kind, layer, head, q_pos, q_token, k_pos, k_token, weight, masked.
+
+    stacks: kind -> (layers, heads, q_len, k_len); tokens and blocked (optional) keyed by the same kinds.
+    Positions and layer/head numbers are 0-based. masked: the model masks this cell (its weight is 0); the
+    informational "padded query" reason does not count (filter those rows by q_token == "<pad>").
+    """
+    frames = []
+    for kind, stack, q_tokens, k_tokens, masked in each_kind(stacks, q_tokens_by_kind, k_tokens_by_kind,
+                                                             blocked_by_kind):
+        layer, head, q_pos, k_pos = (index.ravel() for index in np.indices(stack.shape))
+        frames.append(pd.DataFrame({
+            "kind": kind, "layer": layer, "head": head,
+            "q_pos": q_pos, "q_token": np.asarray(q_tokens, dtype=object)[q_pos],
+            "k_pos": k_pos, "k_token": np.asarray(k_tokens, dtype=object)[k_pos],
+            "weight": stack.ravel(), "masked": masked[q_pos, k_pos],
+        }))
+    return pd.concat(frames, ignore_index=True)
+
+
+def to_csv_bytes(df: pd.DataFrame) -> bytes:
+    """UTF-8 CSV without the index. Read it back with keep_default_na=False, or pandas turns tokens such as
+    "NA" or "null" into missing values."""
+    return df.to_csv(index=False).encode("utf-8")
+
+
+def to_parquet_bytes(df: pd.DataFrame) -> bytes:
+    """Parquet (pyarrow) without the index: exact floats and types, smaller than CSV."""
+    buffer = io.BytesIO()
+    df.to_parquet(buffer, engine="pyarrow", index=False)
+    return buffer.getvalue()
+
+
+def toolbar_config(image_format="png", filename="attention") -> dict:
+    """Plotly config for st.plotly_chart(config=...): the toolbar's camera button saves `filename`.png or .svg
+    (PNG at twice the on-screen resolution, sharp on slides), without the Plotly logo."""
+    if image_format not in ("png", "svg"):
+        raise ValueError(f"image_format must be 'png' or 'svg'; got {image_format!r}")
+    return {"displaylogo": False, "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": 2}}

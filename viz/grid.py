@@ -1,0 +1,82 @@
+"""The model view: every layer x head of one attention kind as small multiples on one shared scale.
+
+Each head is drawn as one PNG image (go.Image), not as a heatmap with one SVG cell per value: at 256 tokens and
+6 x 8 heads that is 3 million cells, which a browser cannot draw and the app cannot ship.
+"""
+import numpy as np
+import plotly.graph_objects as go
+
+from .conventions import check_blocked, check_stack
+from .labels import safe_label, token_axis
+from .panels import set_colour_axis, subplots, value_range
+from .png import png_data_uri
+from .theme import Theme, apply_theme, colour_table, css_colour, mask_rgba
+
+# Beyond this many tokens the outer panels' tick labels would overlap; the head's own view has them all.
+MAX_TICKED_TOKENS = 16
+
+
+def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True, title="",
+               theme=Theme()):
+    """All heads of `stack` (layers, heads, q_len, k_len) as a layers x heads grid with one colour bar.
+
+    Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,
+    head i % heads, and carries meta={"layer": l, "head": h}: the curve number of a click event (or the trace's
+    meta) tells the app which head to open. Hover gives the panel and the query and key positions; the head's own
+    figure (head_heatmap) gives tokens and exact values. Colours are quantised to at most 256 levels per image.
+    blocked: masks as in head_heatmap; with show_masks their colours are blended into the images (the legend
+    names them; switching them needs show_masks=False, as images have no legend toggle). Token tick labels are
+    shown on the outer panels up to MAX_TICKED_TOKENS tokens.
+    """
+    stack = check_stack(stack, q_tokens, k_tokens)
+    layers, heads = stack.shape[:2]
+    blocked = check_blocked(blocked, stack.shape[2:]) if show_masks else {}
+    cmin, cmax = value_range(stack, fixed_scale)
+    fig = subplots(layers, heads, titles=[f"L{layer} H{head}" for layer in range(layers) for head in range(heads)],
+                   shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.01, vertical_spacing=0.3 / layers)
+    for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
+        layer, head = divmod(index, heads)
+        fig.add_trace(go.Image(source=source, name=f"L{layer} H{head}", meta={"layer": layer, "head": head},
+                               hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"),
+                      row=layer + 1, col=head + 1)
+    # Images have neither colour bar nor legend: empty marker traces carry both.
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                             marker=dict(coloraxis="coloraxis", color=[cmin])))
+    for reason in blocked:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=safe_label(reason),
+                                 marker=dict(symbol="square", color=css_colour(mask_rgba(reason)))))
+    set_colour_axis(fig, "coloraxis", theme.sequential, cmin, cmax, "weight")
+    fig.update_xaxes(token_axis(k_tokens), showticklabels=False)
+    fig.update_yaxes(token_axis(q_tokens), showticklabels=False)
+    fig.update_xaxes(showticklabels=len(k_tokens) <= MAX_TICKED_TOKENS, row=layers)
+    fig.update_yaxes(showticklabels=len(q_tokens) <= MAX_TICKED_TOKENS, col=1)
+    fig.update_layout(height=max(450, layers * 14 * theme.font_size))
+    return apply_theme(fig, theme, title)
+
+
+def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:
+    """Each head as a palette PNG data URI, coloured like the colour bar, masks blended in like the overlays.
+
+    Every combination of mask reasons present gets its own copy of the colour ramp, blended with those reasons'
+    colours in order (as the browser stacks the overlays), so the 256 palette entries are shared between them.
+    """
+    combination = np.zeros(stack.shape[2:], dtype=np.int64)  # bit i set: blocked for the i-th reason
+    for bit, mask in enumerate(blocked.values()):
+        combination |= mask.astype(np.int64) << bit
+    present = np.unique(combination)
+    levels = 256 // len(present)
+    span = (cmax - cmin) or 1.0
+    level = np.clip(np.rint((stack - cmin) / span * (levels - 1)), 0, levels - 1).astype(np.int64)
+    indices = (np.searchsorted(present, combination) * levels + level).astype(np.uint8)
+    ramp = colour_table(colorscale, levels)
+    palette = np.concatenate([_blend(ramp, [mask_rgba(r) for bit, r in enumerate(blocked) if code >> bit & 1])
+                              for code in present])
+    palette = np.rint(palette).astype(np.uint8)
+    return [png_data_uri(indices[layer, head], palette) for layer, head in np.ndindex(*stack.shape[:2])]
+
+
+def _blend(colours, overlays) -> np.ndarray:
+    """`colours` (n, 3) seen through translucent (r, g, b, alpha) overlays laid on in order."""
+    for *rgb, alpha in overlays:
+        colours = (1 - alpha) * colours + alpha * np.array(rgb, dtype=float)
+    return colours

@@ -1,0 +1,58 @@
+"""Masks as viz draws them: `blocked` dicts from reason to a bool (q_len, k_len) array, True = blocked.
+
+The model's own convention is the opposite (True = may attend); mask_reasons() builds viz's form from the facts
+the app knows, and keeps one array per reason so the figures can show why a cell is blocked.
+"""
+import numpy as np
+
+from .conventions import CAUSAL, PADDED_QUERY, PADDING, check_blocked, union
+from .panels import add_matrix, subplots
+from .theme import Theme, apply_theme
+
+
+def mask_reasons(q_len: int, k_len: int, *, key_is_pad=None, query_is_pad=None, causal: bool = False
+                 ) -> dict[str, np.ndarray]:
+    """Build `blocked` for one attention kind: reason name -> bool (q_len, k_len), True = blocked.
+
+    key_is_pad: bool (k_len,), True for padding keys -> reason "padding" blocks their columns (the model masks them).
+    causal: True for decoder self-attention -> reason "causal" blocks keys after the query (k > q).
+    query_is_pad: bool (q_len,), True for padding queries -> reason "padded query" covers their rows. This one is
+        informational: the model does not mask these rows (their weights are a real softmax), but the loss ignores
+        their output, so figures shade them; model_mask(), the masked scores of stages_figure and the `masked`
+        column of tidy_frame leave them out. Reasons not asked for are absent from the dict.
+    """
+    blocked = {}
+    if key_is_pad is not None:
+        key_is_pad = _flags(key_is_pad, k_len, "key_is_pad")
+        blocked[PADDING] = np.broadcast_to(key_is_pad[None, :], (q_len, k_len)).copy()
+    if causal:
+        blocked[CAUSAL] = np.triu(np.ones((q_len, k_len), dtype=bool), k=1)
+    if query_is_pad is not None:
+        query_is_pad = _flags(query_is_pad, q_len, "query_is_pad")
+        blocked[PADDED_QUERY] = np.broadcast_to(query_is_pad[:, None], (q_len, k_len)).copy()
+    return blocked
+
+
+def _flags(flags, length, name) -> np.ndarray:
+    flags = np.asarray(flags)
+    if flags.shape != (length,) or flags.dtype != bool:
+        raise ValueError(f"{name} must be a bool array of length {length}; got {flags.dtype} {flags.shape}")
+    return flags
+
+
+def mask_figure(blocked, q_tokens, k_tokens, *, title="Masks", theme=Theme()):
+    """The masks alone, for teaching: one panel per reason, then all reasons together (True = blocked).
+
+    Each panel uses the overlay colour of its reason, the same as on the attention figures.
+    """
+    shape = (len(q_tokens), len(k_tokens))
+    blocked = check_blocked(blocked, shape)
+    panels = [(reason, {reason: mask}) for reason, mask in blocked.items()] + [("all reasons", blocked)]
+    fig = subplots(1, len(panels), titles=[name for name, _ in panels], shared_yaxes=True,
+                   horizontal_spacing=0.04)
+    # The base heatmap is invisible: it only carries the hover; the overlays show the blocked cells.
+    invisible = dict(colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], showscale=False)
+    for col, (_, reasons) in enumerate(panels, start=1):
+        add_matrix(fig, union(reasons.values(), shape).astype(float), q_tokens, k_tokens, col=col,
+                   colour=invisible, value_name="blocked", blocked=reasons, show_legend=col == len(panels))
+    return apply_theme(fig, theme, title)

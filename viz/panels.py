@@ -1,0 +1,93 @@
+"""Shared pieces of the matrix figures: subplot grids, one token-labelled heatmap panel, mask overlays, colour axes.
+
+Every heatmap of tokens against tokens in viz is drawn by add_matrix(), so ticks, hover and masks look and behave
+the same in all of them.
+"""
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .conventions import check_blocked, check_matrix
+from .labels import safe_label, token_axis
+from .theme import css_colour, mask_rgba
+
+
+def subplots(rows: int, cols: int, titles=(), **kwargs) -> go.Figure:
+    """make_subplots with escaped panel titles (they may hold user labels)."""
+    return make_subplots(rows=rows, cols=cols, subplot_titles=[safe_label(t) for t in titles], **kwargs)
+
+
+def value_range(values, fixed_scale: bool) -> tuple[float, float]:
+    """(0, 1) for attention weights on the fixed scale; otherwise the data's own range."""
+    values = np.asarray(values, dtype=float)
+    return (0.0, 1.0) if fixed_scale else (float(np.nanmin(values)), float(np.nanmax(values)))
+
+
+def symmetric_limit(values) -> float:
+    """Half-width of a diverging scale centred at 0 that holds every value (positive even when all are 0)."""
+    return max(float(np.nanmax(np.abs(values))), 1e-12)
+
+
+def set_colour_axis(fig, name, colorscale, cmin, cmax, title, right_of=None):
+    """Define the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar.
+
+    right_of: (row, col) of the last panel that uses this axis; its colour bar is placed just right of that panel
+    instead of at the figure's right edge, so two colour bars in one figure each sit by their own panels.
+    """
+    colorbar = dict(title=dict(text=safe_label(title)), thickness=14)
+    if right_of is not None:
+        colorbar.update(x=fig.get_subplot(*right_of).xaxis.domain[1] + 0.01, xanchor="left", len=0.9)
+    fig.update_layout({name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)})
+
+
+def mask_note(blocked, shape) -> np.ndarray:
+    """Per cell, the hover line naming the reasons it is blocked for ("" where none)."""
+    note = np.full(shape, "", dtype=object)
+    for reason, mask in blocked.items():
+        label = safe_label(reason)
+        note[mask] = np.where(note[mask] == "", "<br>mask: " + label, note[mask] + ", " + label)
+    return note
+
+
+def add_mask_overlays(fig, blocked, *, row=1, col=1, show_legend=True):
+    """One translucent layer per reason over exactly its blocked cells; its legend entry toggles it everywhere."""
+    for reason, mask in blocked.items():
+        colour = css_colour(mask_rgba(reason))
+        fig.add_trace(go.Heatmap(
+            z=np.where(mask, 1.0, np.nan), colorscale=[[0, colour], [1, colour]], showscale=False,
+            name=safe_label(reason), legendgroup=reason, showlegend=show_legend, hoverinfo="skip",
+        ), row=row, col=col)
+
+
+def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None, axis_names=("query", "key"),
+               value_name="weight", scores=None, blocked=None, show_masks=True, show_values=False,
+               show_legend=True):
+    """Draw `matrix` (rows x columns) as a heatmap panel with token ticks, hover and optional mask overlays.
+
+    Rows run top to bottom and columns left to right in token order, plotted at integer positions so duplicated
+    tokens stay distinct. Hover shows both tokens with their positions, the value, the raw score (when `scores`
+    is given) and the mask reasons of the cell. colour: colour settings of the trace, by default the figure's
+    shared colour axis {"coloraxis": "coloraxis"}.
+    """
+    matrix = check_matrix(matrix, row_tokens, col_tokens, name=value_name)
+    blocked = check_blocked(blocked, matrix.shape)
+    columns = [
+        np.broadcast_to(np.array([safe_label(t) for t in row_tokens], dtype=object)[:, None], matrix.shape),
+        np.broadcast_to(np.array([safe_label(t) for t in col_tokens], dtype=object)[None, :], matrix.shape),
+        mask_note(blocked, matrix.shape),
+    ]
+    hover = (f"{axis_names[0]}: %{{customdata[0]}} (%{{y:d}})<br>{axis_names[1]}: %{{customdata[1]}} (%{{x:d}})"
+             f"<br>{value_name}: %{{z:.4g}}")
+    if scores is not None:
+        columns.append(check_matrix(scores, row_tokens, col_tokens, name="scores"))
+        hover += "<br>raw score: %{customdata[3]:.4g}"
+    fig.add_trace(go.Heatmap(
+        z=matrix, customdata=np.stack(columns, axis=-1).astype(object),
+        hovertemplate=hover + "%{customdata[2]}<extra></extra>",
+        texttemplate="%{z:.2f}" if show_values else None, name=value_name, showlegend=False,
+        **(colour or {"coloraxis": "coloraxis"}),
+    ), row=row, col=col)
+    if show_masks:
+        add_mask_overlays(fig, blocked, row=row, col=col, show_legend=show_legend)
+    fig.update_xaxes(token_axis(col_tokens), row=row, col=col)
+    fig.update_yaxes(token_axis(row_tokens), autorange="reversed", row=row, col=col)

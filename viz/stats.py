@@ -1,0 +1,90 @@
+"""Head statistics: one tidy row of numbers per head, a rule-based role, and a scatter plot of them."""
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .conventions import EOS_TOKEN, KINDS, PAD_TOKEN, each_kind
+from .theme import Theme, apply_theme
+
+# (role, statistic, threshold): a head gets the first role whose statistic is above its threshold, else "".
+# The thresholds are deliberately high, so a role is named only where one pattern clearly dominates.
+ROLE_RULES = (
+    ("previous-token", "previous_share", 0.5),
+    ("diagonal", "diagonal_share", 0.5),
+    ("first-token/positional sink", "first_share", 0.5),
+    ("EOS sink", "eos_share", 0.5),
+    ("broad", "entropy_normalised", 0.9),
+)
+
+_KIND_SYMBOLS = dict(zip(KINDS, ("circle", "square", "diamond")))
+
+
+def head_statistics(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None) -> pd.DataFrame:
+    """One row per head of every stack: kind, layer, head (0-based), the statistics below and `role`.
+
+    stacks: kind -> (layers, heads, q_len, k_len); tokens and blocked (optional) keyed by the same kinds.
+    Every statistic is a mean over query rows, skipping rows whose query token is "<pad>" (the loss ignores
+    their output) and rows that may attend to a single key (per blocked: e.g. the first row of causal
+    self-attention, forced onto its diagonal, says nothing about the head). No row left to average gives NaN.
+      entropy: -sum_k w log w of a row, in nats (0 log 0 = 0).
+      entropy_normalised: entropy / ln(number of keys the row may attend to); 1 = uniform.
+      mean_distance: sum_k w * |q - k|, in positions. For cross-attention q and k index different sequences.
+      diagonal_share: w[q, q], over rows q that have key q.
+      previous_share: w[q, q-1], over rows q >= 1 that have key q-1 (the first row has no previous token).
+      first_share: w[q, 0].  eos_share / pad_share: summed weight on keys "</s>" / "<pad>".
+      mean_max_weight: the row's largest weight (1 = the head always looks at one key).
+    role: first of ROLE_RULES that the head's statistics pass, else "".
+    """
+    rows = []
+    for kind, stack, q_tokens, k_tokens, masked in each_kind(stacks, q_tokens_by_kind, k_tokens_by_kind,
+                                                             blocked_by_kind):
+        for layer, head in np.ndindex(*stack.shape[:2]):
+            statistics = _head_statistics(stack[layer, head], q_tokens, k_tokens, masked)
+            role = next((r for r, column, threshold in ROLE_RULES if statistics[column] > threshold), "")
+            rows.append({"kind": kind, "layer": layer, "head": head, **statistics, "role": role})
+    return pd.DataFrame(rows)
+
+
+def _head_statistics(weights, q_tokens, k_tokens, masked) -> dict[str, float]:
+    q_len, k_len = weights.shape
+    query = np.arange(q_len)
+    may_attend = (~masked).sum(axis=1)
+    rows = np.array([token != PAD_TOKEN for token in q_tokens], dtype=bool) & (may_attend > 1)
+    k_tokens = np.array(k_tokens, dtype=object)
+    entropy = -np.sum(weights * np.log(np.where(weights > 0, weights, 1.0)), axis=1)
+    distance = np.abs(query[:, None] - np.arange(k_len)[None, :])
+    has_diagonal, has_previous = rows & (query < k_len), rows & (query >= 1) & (query <= k_len)
+
+    def mean(values, which=rows):
+        return float(np.mean(values[which])) if which.any() else float("nan")
+
+    return {
+        "entropy": mean(entropy),
+        "entropy_normalised": mean(entropy / np.log(np.maximum(may_attend, 2))),  # (1-key rows are left out)
+        "mean_distance": mean((weights * distance).sum(axis=1)),
+        "diagonal_share": mean(weights[query, np.minimum(query, k_len - 1)], has_diagonal),
+        "previous_share": mean(weights[query, np.clip(query - 1, 0, k_len - 1)], has_previous),
+        "first_share": mean(weights[:, 0]),
+        "eos_share": mean(weights[:, k_tokens == EOS_TOKEN].sum(axis=1)),
+        "pad_share": mean(weights[:, k_tokens == PAD_TOKEN].sum(axis=1)),
+        "mean_max_weight": mean(weights.max(axis=1)),
+    }
+
+
+def statistics_scatter(df, x="entropy", y="mean_distance", *, title="Heads", theme=Theme()) -> go.Figure:
+    """Heads of head_statistics() as points of statistic `x` against `y`: colour = layer, symbol = kind."""
+    missing = [column for column in (x, y) if column not in df.columns]
+    if missing:
+        raise ValueError(f"no column {missing} in the statistics; choose from {list(df.columns)}")
+    fig = go.Figure()
+    for layer, heads in df.groupby("layer"):
+        fig.add_trace(go.Scatter(
+            x=heads[x], y=heads[y], mode="markers", name=f"layer {layer}",
+            marker=dict(symbol=[_KIND_SYMBOLS.get(kind, "x") for kind in heads["kind"]]),
+            customdata=heads[["kind", "head", "role"]].to_numpy(dtype=object),
+            hovertemplate=(f"%{{customdata[0]}} L{layer} H%{{customdata[1]}}<br>{x}: %{{x:.4g}}<br>{y}: %{{y:.4g}}"
+                           "<br>role: %{customdata[2]}<extra></extra>"),
+        ))
+    fig.update_xaxes(title_text=x)
+    fig.update_yaxes(title_text=y)
+    return apply_theme(fig, theme, title)

@@ -1,0 +1,97 @@
+"""Fonts and colours of every figure, in one place.
+
+Every figure builder takes `theme=Theme()` and ends with apply_theme(), so no builder sets a font size itself.
+Theme(large=True) is lecture mode: fonts twice as big and thicker lines, readable from the back of a hall.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.colors
+import plotly.graph_objects as go
+
+from .conventions import CAUSAL, PADDED_QUERY, PADDING
+from .labels import safe_label
+
+# (r, g, b, alpha): translucent, so the weights beneath stay visible; distinct hues, so cells blocked for two
+# reasons read apart. Grey and orange stay apart for the common colour-vision deficiencies.
+MASK_COLOURS = {
+    PADDING: (100, 100, 100, 0.6),
+    CAUSAL: (230, 120, 20, 0.5),
+    PADDED_QUERY: (150, 80, 200, 0.35),
+}
+OTHER_MASK_COLOUR = (200, 30, 120, 0.45)  # for reasons a caller invents
+
+# Blue below zero, red above; used for signed values (differences, positional encodings) centred at 0.
+DIVERGING = "RdBu_r"
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Look of a figure. large: lecture mode (about 2x fonts, thicker lines). dark: dark background."""
+
+    large: bool = False
+    dark: bool = False
+
+    @property
+    def _scale(self) -> int:
+        return 2 if self.large else 1
+
+    @property
+    def font_size(self) -> int:
+        return 12 * self._scale
+
+    @property
+    def title_size(self) -> int:
+        return 16 * self._scale
+
+    @property
+    def line_width(self) -> int:
+        return 2 * self._scale
+
+    @property
+    def marker_size(self) -> int:
+        return 7 * self._scale
+
+    @property
+    def template(self) -> str:
+        return "plotly_dark" if self.dark else "plotly_white"
+
+    @property
+    def sequential(self) -> str:
+        """Colour scale for values from 0 up (weights): light-to-dark blue on white, Viridis on dark."""
+        return "Viridis" if self.dark else "Blues"
+
+
+def mask_rgba(reason) -> tuple:
+    """(r, g, b, alpha) of the overlay drawn over cells blocked for `reason`."""
+    return MASK_COLOURS.get(reason, OTHER_MASK_COLOUR)
+
+
+def css_colour(rgba) -> str:
+    """An (r, g, b, alpha) tuple as the CSS colour string Plotly takes."""
+    return "rgba({}, {}, {}, {})".format(*rgba)
+
+
+def colour_table(colorscale, n: int) -> np.ndarray:
+    """`n` colours (n, 3), floats 0-255, sampled evenly along a Plotly colour scale (a name or [[pos, colour]])
+    by linear interpolation in RGB, as Plotly.js does, so images drawn with it match the figure's colour bar."""
+    stops = plotly.colors.get_colorscale(colorscale) if isinstance(colorscale, str) else colorscale
+    positions = [position for position, _ in stops]
+    rgb = np.array(plotly.colors.convert_colors_to_same_type([c for _, c in stops], colortype="tuple")[0]) * 255
+    samples = np.linspace(0, 1, n)
+    return np.stack([np.interp(samples, positions, rgb[:, channel]) for channel in range(3)], axis=1)
+
+
+def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
+    """Give `fig` the theme's template, fonts and line widths, and `title` (escaped: it may hold tokens)."""
+    fig.update_layout(
+        template=theme.template,
+        font_size=theme.font_size,
+        title=dict(text=safe_label(title), font_size=theme.title_size),
+        hoverlabel_font_size=theme.font_size,
+        # Horizontal, under the plot: a legend at the right would sit on the colour bar.
+        legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, xanchor="left"),
+    )
+    fig.update_annotations(font_size=theme.font_size)  # subplot titles and notes
+    fig.update_traces(line_width=theme.line_width, marker_size=theme.marker_size, selector=dict(type="scatter"))
+    return fig

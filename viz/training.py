@@ -1,0 +1,53 @@
+"""Training dynamics: one head across training snapshots, and the loss curves."""
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .panels import add_matrix, set_colour_axis, subplots, value_range
+from .theme import Theme, apply_theme
+
+
+def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True,
+                     columns=4, title="", theme=Theme()) -> go.Figure:
+    """The same head at several points of training: `snapshots` is a list of (label, weights (q_len, k_len)),
+    drawn in order as small multiples, `columns` per row, on one shared colour scale."""
+    if not snapshots:
+        raise ValueError("snapshots is empty: give at least one (label, weights)")
+    cols = min(columns, len(snapshots))
+    fig = subplots(math.ceil(len(snapshots) / cols), cols, titles=[label for label, _ in snapshots],
+                   shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.03)
+    for index, (_, weights) in enumerate(snapshots):
+        add_matrix(fig, weights, q_tokens, k_tokens, row=index // cols + 1, col=index % cols + 1,
+                   blocked=blocked, show_masks=show_masks, show_legend=index == 0)
+    all_weights = np.stack([np.asarray(weights, dtype=float) for _, weights in snapshots])
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(all_weights, fixed_scale), "weight")
+    return apply_theme(fig, theme, title)
+
+
+def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
+    """Curves of a training history: a list of dicts such as {"step", "train_loss", "dev_loss", "dev_metric"}.
+
+    Every numeric key but "step" becomes a line, drawn only at the entries that have it (dev values are usually
+    logged less often than train values). Keys with "loss" in their name share the left axis, the others
+    (metrics) the right one. Without "step" the entry's index is the x axis. An empty history gives an empty
+    figure that says so.
+    """
+    frame = pd.DataFrame(list(history))
+    x = frame.pop("step") if "step" in frame.columns else pd.Series(range(len(frame)), name="entry")
+    fig = subplots(1, 1, specs=[[{"secondary_y": True}]])
+    for name in frame.columns:
+        values = pd.to_numeric(frame[name], errors="coerce")
+        logged = values.notna()
+        if logged.any():
+            fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=name,
+                                     hovertemplate=f"{name}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
+                          secondary_y="loss" not in name)
+    if not fig.data:
+        fig.add_annotation(text="no training history", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(title_text=x.name)
+    fig.update_yaxes(title_text="loss", secondary_y=False)
+    # Its own ticks (tickmode "auto"): ticks synced to the loss axis land on odd values such as 0.306.
+    fig.update_yaxes(title_text="metric", secondary_y=True, showgrid=False, tickmode="auto")
+    return apply_theme(fig, theme, title)
