@@ -1,6 +1,8 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
 from .capture import ablate, capture
+from .checkpoint import Checkpoint, CheckpointError, ModelCard, Translation, load_checkpoint
 from .config import TransformerConfig
+from .decoding import Step, beam_search, decode_steps, greedy
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
 from .model import Transformer
@@ -9,7 +11,16 @@ from .record import ATTENTION_KINDS, AttentionRecord
 __all__ = [
     "ATTENTION_KINDS",
     "AttentionRecord",
+    "Checkpoint",
+    "CheckpointError",
     "HookPoint",
+    "ModelCard",
+    "Step",
+    "Translation",
+    "beam_search",
+    "decode_steps",
+    "greedy",
+    "load_checkpoint",
     "Transformer",
     "TransformerConfig",
     "ablate",
