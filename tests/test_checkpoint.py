@@ -1,0 +1,139 @@
+"""Checkpoint folders: round trip, translate, and every broken or hostile file refused with a clear error."""
+import json
+import pickle
+import shutil
+
+import pytest
+import torch
+
+from transformer import CheckpointError, capture, load_checkpoint
+from transformer.checkpoint import CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE
+from transformer.tokenizer import BOS_ID, EOS_ID
+
+
+@pytest.fixture
+def folder(tiny_checkpoint, tmp_path):
+    """A private copy of the tiny checkpoint that a test may damage."""
+    return shutil.copytree(tiny_checkpoint, tmp_path / "copy")
+
+
+def test_translate_result_is_consistent(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    result = checkpoint.translate("abc12")
+    assert checkpoint.model.training is False
+    assert result.src_tokens == ["a", "b", "c", "1", "2", "</s>"]
+    assert result.src_ids == checkpoint.encode("abc12")
+    assert result.tgt_tokens[0] == "<s>" and result.tgt_ids[0] == BOS_ID
+    assert len(result.output_tokens) == len(result.tgt_tokens) == len(result.probs)
+    assert result.output_tokens[:-1] == result.tgt_tokens[1:]
+    assert all(0.0 < p <= 1.0 for p in result.probs)
+    cross = result.attention["decoder.0.cross"]
+    assert cross.shape == (1, 4, len(result.tgt_tokens), len(result.src_tokens))
+    # The record is one pass over the final output: re-running it gives the same weights and probabilities.
+    src, tgt = torch.tensor([result.src_ids]), torch.tensor([result.tgt_ids])
+    with torch.no_grad(), capture(checkpoint.model) as record:
+        probs = checkpoint.model(src, tgt).softmax(-1)[0]
+    torch.testing.assert_close(record["decoder.0.cross"], cross)
+    for position, prob in enumerate(result.probs[:-1]):  # each generated token is the next decoder input
+        assert prob == pytest.approx(float(probs[position, result.tgt_ids[position + 1]]), abs=1e-6)
+
+
+def test_beam_search_translation(tiny_checkpoint):
+    result = load_checkpoint(tiny_checkpoint).translate("hello", beam_size=3)
+    assert result.tgt_tokens[0] == "<s>" and len(result.probs) == len(result.output_tokens)
+
+
+def test_encode_sides(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    assert checkpoint.encode("ab", side="tgt")[0] == BOS_ID and checkpoint.encode("ab", side="tgt")[-1] == EOS_ID
+    assert checkpoint.encode("ab")[-1] == EOS_ID and BOS_ID not in checkpoint.encode("ab")
+    with pytest.raises(ValueError, match="side"):
+        checkpoint.encode("ab", side="both")
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t "])
+def test_empty_text_is_a_clear_value_error(tiny_checkpoint, text):
+    with pytest.raises(ValueError, match="empty"):
+        load_checkpoint(tiny_checkpoint).translate(text)
+
+
+def test_long_text_is_truncated_with_a_warning(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    result = checkpoint.translate("a" * 100)
+    assert len(result.src_ids) == checkpoint.config.max_len
+    assert any("cut off" in warning for warning in result.warnings)
+
+
+def test_unknown_characters_become_unk_with_a_warning(tiny_checkpoint):
+    result = load_checkpoint(tiny_checkpoint).translate("ab€")
+    assert "<unk>" in result.src_tokens and any("unknown" in w for w in result.warnings)
+
+
+def test_planted_pickle_is_refused_and_never_runs(folder, tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    with open(folder / WEIGHTS_FILE, "wb") as f:
+        pickle.dump({"weights": Exploit()}, f)
+    with pytest.raises(CheckpointError, match="model.pt"):
+        load_checkpoint(folder)
+    assert not marker.exists()
+
+
+def test_torch_save_of_an_object_is_refused(folder):
+    torch.save({"config": object()}, folder / WEIGHTS_FILE)
+    with pytest.raises(CheckpointError, match="model.pt"):
+        load_checkpoint(folder)
+
+
+def test_truncated_weights(folder):
+    data = (folder / WEIGHTS_FILE).read_bytes()
+    (folder / WEIGHTS_FILE).write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="model.pt"):
+        load_checkpoint(folder)
+
+
+@pytest.mark.parametrize("content", [None, b"not a sentencepiece model"])
+def test_missing_or_corrupt_tokenizer(folder, content):
+    if content is None:
+        (folder / SRC_TOKENIZER_FILE).unlink()
+    else:
+        (folder / SRC_TOKENIZER_FILE).write_bytes(content)
+    with pytest.raises(CheckpointError, match="src.model"):
+        load_checkpoint(folder)
+
+
+def test_config_that_does_not_match_the_weights(folder):
+    config = json.loads((folder / CONFIG_FILE).read_text())
+    config["d_ff"] *= 2
+    (folder / CONFIG_FILE).write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="does not match config.json"):
+        load_checkpoint(folder)
+
+
+@pytest.mark.parametrize("change", [
+    {"examples": "not a list"}, {"metrics": {"bleu": "high"}}, {"parameters": "many"}, {"history": {}},
+    {"snapshots": [{"name": "../../etc/passwd"}]}, {"unexpected": 1},
+])
+def test_card_with_wrong_types(folder, change):
+    card = json.loads((folder / CARD_FILE).read_text())
+    card.update(change)
+    (folder / CARD_FILE).write_text(json.dumps(card))
+    with pytest.raises(CheckpointError, match="card.json"):
+        load_checkpoint(folder)
+
+
+def test_broken_json_and_missing_folder(folder, tmp_path):
+    (folder / CONFIG_FILE).write_text("{not json")
+    with pytest.raises(CheckpointError, match="config.json"):
+        load_checkpoint(folder)
+    with pytest.raises(CheckpointError, match="no such checkpoint folder"):
+        load_checkpoint(tmp_path / "nowhere")
+
+
+def test_unknown_snapshot_name(tiny_checkpoint):
+    with pytest.raises(CheckpointError, match="no snapshot named"):
+        load_checkpoint(tiny_checkpoint).load_snapshot("../model")
