@@ -84,3 +84,39 @@ def test_decode_steps_match_one_teacher_forced_pass(peaked_model):
         assert step.top[0] == (step.token_id, pytest.approx(step.prob))
         assert step.prob == pytest.approx(float(probs[step.index, step.token_id]), abs=1e-5)
         torch.testing.assert_close(step.cross_attention, cross[:, :, step.index], atol=1e-5, rtol=0)
+
+
+def test_incremental_decoding_equals_full_passes(peaked_model):
+    from transformer.cache import DecoderCache
+
+    src, tgt = random_batch(peaked_model.config, [6, 3], [7, 4], seed=9)
+    with torch.no_grad():
+        memory = peaked_model.encode(src)
+        full = peaked_model.decode(tgt, memory, src)
+        cache = DecoderCache(peaked_model.config.num_decoder_layers)
+        steps = [peaked_model.decode(tgt[:, i:i + 1], memory, src, cache) for i in range(tgt.size(1))]
+    real = tgt != PAD
+    torch.testing.assert_close(torch.cat(steps, dim=1)[real], full[real], atol=1e-5, rtol=0)
+
+
+def test_cache_changes_no_decoded_token(peaked_model, monkeypatch):
+    import transformer.decoding as decoding
+
+    src, _ = random_batch(peaked_model.config, [6, 3, 5], [1, 1, 1], seed=11)
+    cached = (greedy(peaked_model, src, 12), beam_search(peaked_model, src, 3, 12))
+    monkeypatch.setattr(decoding, "new_cache", lambda model: None)
+    uncached = (greedy(peaked_model, src, 12), beam_search(peaked_model, src, 3, 12))
+    assert all(torch.equal(a, b) for a, b in zip(cached, uncached))
+
+
+def test_mean_ablation_decodes_without_cache(peaked_model):
+    """Mean ablation averages over a pass's positions, so decoding must re-run whole prefixes to honour it."""
+    from transformer import ablate
+
+    src, _ = random_batch(peaked_model.config, [6], [1], seed=13)
+    with ablate(peaked_model, {"decoder.0.self": [0, 1, 2, 3]}, mode="mean"), torch.no_grad():
+        tokens = greedy(peaked_model, src, 10)[0].tolist()
+        for step in range(1, len(tokens)):  # by hand: each step is a full pass over its prefix
+            logits = peaked_model(src, torch.tensor([tokens[:step]]))[0, -1]
+            logits[[PAD, BOS]] = float("-inf")
+            assert int(logits.argmax()) == tokens[step]

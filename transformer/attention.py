@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cache import AttentionCache
 from .hooks import HookPoint, is_watched
 
 Identity = Callable[[torch.Tensor], torch.Tensor]
@@ -67,10 +68,15 @@ class MultiHeadAttention(nn.Module):
         batch, length, d_model = x.shape
         return x.view(batch, length, self.num_heads, d_model // self.num_heads).transpose(1, 2)  # (batch, heads, length, d_head)
 
-    def forward(self, x_q: torch.Tensor, x_kv: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """x_q: (batch, q_len, d_model) queries; x_kv: (batch, k_len, d_model) keys and values; mask as in masks.py."""
+    def forward(
+        self, x_q: torch.Tensor, x_kv: torch.Tensor, mask: torch.Tensor | None = None, cache: AttentionCache | None = None
+    ) -> torch.Tensor:
+        """x_q: (batch, q_len, d_model) queries; x_kv: (batch, k_len, d_model) keys and values; mask as in masks.py.
+        With a `cache`, keys and values of earlier decoding steps are reused (see cache.py)."""
         batch, q_len, d_model = x_q.shape
-        q, k, v = self._split_heads(self.W_q(x_q)), self._split_heads(self.W_k(x_kv)), self._split_heads(self.W_v(x_kv))
+        q = self._split_heads(self.W_q(x_q))  # (batch, heads, q_len, d_head)
+        project = lambda: (self._split_heads(self.W_k(x_kv)), self._split_heads(self.W_v(x_kv)))  # noqa: E731
+        k, v = project() if cache is None else cache.keys_values(project)  # (batch, heads, k_len, d_head)
         dropout_p = self.dropout if self.training else 0.0
         if is_watched(self.hook_scores, self.hook_mask, self.hook_pattern):
             if mask is not None:

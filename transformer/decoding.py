@@ -2,7 +2,10 @@
 
 Every function returns or yields decoder sequences that start with BOS and end with EOS (unless `max_len` cut them
 off), right-padded with `pad_id` in a batch. `max_len` counts the whole sequence, BOS included, and never exceeds the
-model's own `config.max_len`. Run them under `torch.no_grad()`-free code: they switch gradients off themselves.
+model's own `config.max_len`. They switch gradients off themselves.
+
+Each step feeds only the new token and reuses earlier keys and values (`DecoderCache`), except while an ablation is
+on: "mean" ablation averages over all positions of a pass, so then every step re-runs the whole prefix.
 """
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .cache import DecoderCache
 from .capture import capture
+from .hooks import edits_active
 from .model import Transformer
 
 
@@ -19,10 +24,17 @@ def _limit(model: Transformer, max_len: int | None) -> int:
     return model.config.max_len if max_len is None else max(2, min(max_len, model.config.max_len))
 
 
-def next_token_log_probs(model: Transformer, tokens: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+def new_cache(model: Transformer) -> DecoderCache | None:
+    return None if edits_active() else DecoderCache(model.config.num_decoder_layers)
+
+
+def next_token_log_probs(
+    model: Transformer, tokens: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None
+) -> torch.Tensor:
     """log p(next token | tokens, src) for the last position: (batch, tgt_vocab). Padding and BOS are never
-    generated, so they get -inf."""
-    log_probs = model.decode(tokens, memory, src)[:, -1].log_softmax(dim=-1)
+    generated, so they get -inf. With a cache, only the tokens it has not seen yet are run."""
+    fresh = tokens if cache is None else tokens[:, cache.length:]
+    log_probs = model.decode(fresh, memory, src, cache)[:, -1].log_softmax(dim=-1)
     log_probs[:, [model.config.pad_id, model.config.bos_id]] = float("-inf")
     return log_probs
 
@@ -34,8 +46,10 @@ def greedy(model: Transformer, src: torch.Tensor, max_len: int | None = None) ->
     memory = model.encode(src)
     tokens = src.new_full((src.size(0), 1), config.bos_id)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    cache = new_cache(model)
     while tokens.size(1) < max_len and not done.all():
-        next_token = next_token_log_probs(model, tokens, memory, src).argmax(dim=-1).masked_fill(done, config.pad_id)
+        log_probs = next_token_log_probs(model, tokens, memory, src, cache)
+        next_token = log_probs.argmax(dim=-1).masked_fill(done, config.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         done |= next_token == config.eos_id
     return tokens
@@ -61,8 +75,9 @@ def beam_search(
     scores[:, 0] = 0.0  # all beams start as the same hypothesis: let only one of them expand at first
     done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
     first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
+    cache = new_cache(model)
     while tokens.size(1) < max_len and not done.all():
-        log_probs = next_token_log_probs(model, tokens, memory, src)  # (batch * beam, vocab)
+        log_probs = next_token_log_probs(model, tokens, memory, src, cache)  # (batch * beam, vocab)
         log_probs[done] = float("-inf")
         log_probs[done, config.pad_id] = 0.0  # a finished hypothesis only extends with free padding
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size * vocab)
@@ -71,6 +86,8 @@ def beam_search(
         next_token = (flat % vocab).view(-1)
         tokens = torch.cat([tokens[origin], next_token[:, None]], dim=1)
         done = done[origin] | (next_token == config.eos_id)
+        if cache is not None:
+            cache.reorder(origin)
     lengths = (tokens[:, 1:] != config.pad_id).sum(dim=-1).view(batch, beam_size)
     best = (scores / ((5.0 + lengths) / 6.0) ** length_penalty).argmax(dim=-1)  # (batch,)
     return tokens.view(batch, beam_size, -1)[torch.arange(batch), best]
@@ -95,9 +112,10 @@ def decode_steps(model: Transformer, src: torch.Tensor, max_len: int | None = No
     memory = model.encode(src)
     prefix = [config.bos_id]
     cross_keys = [f"decoder.{i}.cross" for i in range(config.num_decoder_layers)]
+    cache = new_cache(model)
     while len(prefix) < max_len:
         with capture(model, cross_keys) as record:
-            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src)[0]
+            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src, cache)[0]
         probs = log_probs.exp()
         top = probs.topk(min(top_k, probs.numel()))
         token_id = int(top.indices[0])

@@ -85,6 +85,12 @@ def is_watched(*points: HookPoint) -> bool:
     return call is not None and any(call.wants(point) for point in points)
 
 
+def edits_active() -> bool:
+    """True if the current call edits some hook point (an ablation is on)."""
+    call = _current_call.get()
+    return call is not None and bool(call.edits)
+
+
 def name_hook_points(model: nn.Module) -> None:
     """Give every hook point its module path as name; called once at the end of the model's constructor."""
     for name, module in model.named_modules():

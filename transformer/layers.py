@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
+from .cache import AttentionCache
 from .config import TransformerConfig
 from .hooks import HookPoint
 
@@ -73,9 +74,12 @@ class DecoderLayer(nn.Module):
         self.hook_resid_post = HookPoint()  # (batch, tgt_len, d_model) after the feed-forward network
 
     def forward(
-        self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor
+        self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor,
+        self_cache: AttentionCache | None = None, cross_cache: AttentionCache | None = None,
     ) -> torch.Tensor:
         x = self.hook_resid_pre(x)
-        x = self.hook_resid_mid(self.self_attn_residual(x, lambda h: self.self_attn(h, h, tgt_mask)))
-        x = self.hook_resid_cross(self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, src_mask)))
+        x = self.hook_resid_mid(self.self_attn_residual(x, lambda h: self.self_attn(h, h, tgt_mask, self_cache)))
+        x = self.hook_resid_cross(
+            self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, src_mask, cross_cache))
+        )
         return self.hook_resid_post(self.ff_residual(x, self.feed_forward))

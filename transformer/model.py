@@ -6,6 +6,7 @@ import math
 import torch
 from torch import nn
 
+from .cache import DecoderCache
 from .config import TransformerConfig
 from .hooks import HookPoint, name_hook_points
 from .layers import DecoderLayer, EncoderLayer
@@ -23,12 +24,12 @@ class Embedding(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.scale = math.sqrt(config.d_model)
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """(batch, length) ids -> (batch, length, d_model)."""
-        length, max_len = ids.size(1), self.positional.table().size(0)
-        if length > max_len:
-            raise ValueError(f"sequence of {length} tokens is longer than the model's max_len ({max_len})")
-        return self.dropout(self.token(ids) * self.scale + self.positional.table()[:length])
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """(batch, length) ids at positions offset, offset + 1, ... -> (batch, length, d_model)."""
+        end, max_len = offset + ids.size(1), self.positional.table().size(0)
+        if end > max_len:
+            raise ValueError(f"sequence of {end} tokens is longer than the model's max_len ({max_len})")
+        return self.dropout(self.token(ids) * self.scale + self.positional.table()[offset:end])
 
 
 class Encoder(nn.Module):
@@ -58,11 +59,15 @@ class Decoder(nn.Module):
         self.hook_out = HookPoint()  # (batch, tgt_len, d_model) final hidden state fed to the output projection
 
     def forward(
-        self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor
+        self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor,
+        cache: DecoderCache | None = None,
     ) -> torch.Tensor:
-        x = self.hook_embed(self.embed(tgt))
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask, src_mask)
+        """`tgt` holds the new tokens only when a cache holds the earlier ones."""
+        offset = 0 if cache is None else cache.length - tgt.size(1)
+        x = self.hook_embed(self.embed(tgt, offset))
+        for i, layer in enumerate(self.layers):
+            caches = (None, None) if cache is None else (cache.self_attn[i], cache.cross_attn[i])
+            x = layer(x, memory, tgt_mask, src_mask, *caches)
         return self.hook_out(self.norm(x))
 
 
@@ -92,12 +97,19 @@ class Transformer(nn.Module):
         """(batch, src_len) ids -> memory (batch, src_len, d_model)."""
         return self.encoder(src, padding_mask(src, self.config.pad_id))
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    def decode(
+        self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None
+    ) -> torch.Tensor:
         """Decoder input ids (batch, tgt_len), starting with BOS -> logits (batch, tgt_len, tgt_vocab).
 
-        `src` (batch, src_len) gives the padding mask over `memory`."""
-        hidden = self.decoder(tgt, memory, decoder_mask(tgt, self.config.pad_id), padding_mask(src, self.config.pad_id))
-        return self.generator(hidden)
+        `src` (batch, src_len) gives the padding mask over `memory`. With a `cache` (incremental decoding), `tgt` is
+        only the tokens not fed before, and the logits are theirs."""
+        pad = self.config.pad_id
+        if cache is None:
+            tgt_mask = decoder_mask(tgt, pad)
+        else:
+            tgt_mask = decoder_mask(cache.append(tgt), pad)[:, :, -tgt.size(1):]  # (batch, 1, new_len, all_len)
+        return self.generator(self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass: logits (batch, tgt_len, tgt_vocab) for each next token."""
