@@ -108,6 +108,30 @@ def test_model_view_ticks_tokens_only_on_the_outer_panels_and_only_when_few():
     assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.showticklabels is False
 
 
+def panel_widths(layout, count) -> list[float]:
+    return [layout[f"xaxis{index or ''}"].domain[1] - layout[f"xaxis{index or ''}"].domain[0]
+            for index in [0] + list(range(2, count + 1))]
+
+
+def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
+    # Plotly.js locks an image's y axis to its x axis (square pixels) unless told otherwise; with shared y axes it
+    # did so for the first column only, whose panels shrank to a fraction of the others' width when drawn.
+    tokens = ["<s>", "▁J", "'", "ai", "▁froid", "."], ["▁I", "▁am", "▁cold", ".", "</s>", "<pad>", "<pad>"]
+    blocked = viz.mask_reasons(6, 7, key_is_pad=np.array([False] * 5 + [True] * 2))
+    fig = viz.model_view(np.random.default_rng(0).dirichlet(np.ones(7), size=(3, 4, 6)), *tokens, blocked=blocked)
+    assert all(axis.scaleanchor is False for axis in fig.select_yaxes())  # no panel keeps Plotly.js's default lock
+    np.testing.assert_allclose(panel_widths(fig.layout, 12), panel_widths(fig.layout, 12)[0])
+    pytest.importorskip("kaleido")
+    try:  # the domains Plotly.js computes (needs a Chrome or Chromium that kaleido can find)
+        full = fig.full_figure_for_development(warn=False)
+    except Exception as error:  # noqa: BLE001 - kaleido raises several kinds when it has no browser
+        pytest.skip(f"Plotly.js layout unavailable: {error}")
+    widths = panel_widths(full.layout, 12)
+    np.testing.assert_allclose(widths, widths[0], rtol=1e-6)
+    starts = sorted({round(full.layout[f"xaxis{index}"].domain[0], 9) for index in range(2, 5)} | {0.0})
+    np.testing.assert_allclose(np.diff(starts), np.diff(starts)[0], rtol=1e-6)  # evenly spaced columns
+
+
 def test_model_view_json_grows_slowly_enough_for_256_tokens():
     small, larger = run(sizes=(16, 32), layers=6, heads=8, repeats=1)
     per_cell = (larger["json_bytes"] - small["json_bytes"]) / (48 * (32 ** 2 - 16 ** 2))
