@@ -1,0 +1,246 @@
+"""The Streamlit app, run headless by AppTest on a tiny trained checkpoint: every view, the main widgets, links
+(query parameters) and bad input. A tiny model's attention is noise, but the app must behave the same."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import transformer
+from app_helpers import LOADABLE, TRAINING, checkpoints_folder
+
+APP = str(Path(__file__).parents[1] / "app.py")
+VIEWS = ("attention", "model", "compare", "decoding", "masks", "positional", "heads", "ablation", "training")
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_checkpoint, tmp_path_factory) -> Path:
+    return checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("app-checkpoints"))
+
+
+@pytest.fixture
+def app(checkpoints, monkeypatch):
+    """An AppTest of app.py on the test checkpoints; call it with query parameters, get the first run back."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(checkpoints))
+
+    def start(**query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(query)
+        return at.run()
+
+    return start
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def charts(at: AppTest) -> list:
+    return at.get("plotly_chart")
+
+
+def figure(at: AppTest, index: int = 0) -> dict:
+    return json.loads(charts(at)[index].proto.spec)
+
+
+def texts(elements) -> list[str]:
+    return [element.value for element in elements]
+
+
+def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
+    at = ok(app())
+    assert at.selectbox(key="checkpoint").value == LOADABLE[0]
+    assert at.text_input(key="text").value  # the card's first example
+    assert at.code[0].value  # the output
+    assert charts(at)
+    assert at.query_params["checkpoint"] == LOADABLE[0]
+    assert at.query_params["view"] == "attention"
+
+
+@pytest.mark.parametrize("view", VIEWS)
+def test_every_view_renders(app, view):
+    at = ok(app(view=view, text="abc123"))
+    assert at.segmented_control(key="view").value == view
+    if view == "ablation":  # nothing switched off yet: it asks for heads
+        assert "Pick heads" in at.info[0].value
+    else:
+        assert charts(at)
+
+
+def test_a_new_head_layer_or_kind_redraws_without_running_the_model(app, monkeypatch):
+    calls = []
+    translate = transformer.Checkpoint.translate
+    monkeypatch.setattr(transformer.Checkpoint, "translate",
+                        lambda self, *args, **kwargs: calls.append(args) or translate(self, *args, **kwargs))
+    st.cache_data.clear()
+    at = ok(app(text="cache42"))
+    assert len(calls) == 1
+    title = figure(at)["layout"]["title"]["text"]
+    at.segmented_control(key="head").set_value(2).run()
+    at.segmented_control(key="kind").set_value("encoder.self").run()
+    at.toggle(key="average").set_value(True).run()
+    ok(at)
+    assert len(calls) == 1
+    assert figure(at)["layout"]["title"]["text"] != title == "cross · layer 0 · head 0"
+    assert figure(at)["layout"]["title"]["text"] == "encoder self · layer 0 · mean of heads"
+
+
+def test_a_link_restores_the_view(app):
+    at = ok(app(checkpoint=LOADABLE[1], text="link7", view="compare", kind="encoder.self", head="2", compare="layers",
+                lecture="1", image="svg"))
+    assert at.selectbox(key="checkpoint").value == LOADABLE[1]
+    assert at.text_input(key="text").value == "link7"
+    assert at.segmented_control(key="view").value == "compare"
+    assert at.segmented_control(key="compare").value == "layers"
+    assert at.segmented_control(key="kind").value == "encoder.self"
+    assert at.toggle(key="lecture").value is True
+    assert not at.warning  # nothing in the link was refused
+    assert at.query_params["head"] == "2" and at.query_params["lecture"] == "1"
+    assert json.loads(charts(at)[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
+
+
+def test_a_bad_link_falls_back_to_defaults_with_a_notice(app):
+    at = ok(app(checkpoint="../" + LOADABLE[1], layer="abc", head="99", view="nope", kind="decoder.self", step="-4"))
+    notices = " ".join(texts(at.warning))
+    for name in ("checkpoint", "layer", "head", "view"):
+        assert f"`{name}`" in notices
+    assert at.selectbox(key="checkpoint").value == LOADABLE[0]  # never a path outside the checkpoints folder
+    assert at.segmented_control(key="view").value == "attention"
+    assert at.segmented_control(key="kind").value == "decoder.self"  # the valid parts of the link are kept
+    assert (at.segmented_control(key="layer").value, at.segmented_control(key="head").value) == (0, 0)
+    assert at.query_params["head"] == "0"
+    assert charts(at)
+    at.segmented_control(key="view").set_value("decoding").run()
+    assert "`step`" in " ".join(texts(ok(at).warning))  # checked when its view first needs it
+
+
+@pytest.mark.parametrize("text", ["", "   \t "])
+def test_empty_input_asks_for_a_sentence(app, text):
+    at = ok(app(text=text))
+    assert "input is empty" in at.info[0].value
+    assert not charts(at)
+
+
+def test_too_long_input_is_cut_with_a_warning(app):
+    at = ok(app(text="a" * 300))
+    assert any("cut off" in warning for warning in texts(at.warning))
+    assert charts(at)
+
+
+def test_html_and_markdown_in_the_input_stay_text(app):
+    text = "<script>window.__xss=1</script> **bold** <img src=x onerror=alert(1)>"
+    at = ok(app(text=text))
+    assert any("unknown" in warning for warning in texts(at.warning))  # characters the model does not know
+    user_text = ("script", "bold", "onerror")
+    for element in list(at.markdown) + list(at.caption) + list(at.warning) + list(at.info):
+        assert not any(word in element.value for word in user_text), element.value
+    assert at.code[0].value  # the output is shown as text
+    # The figures escape the pieces they label: "<" never reaches Plotly's HTML-like labels unescaped.
+    assert "<unk>" not in charts(at)[0].proto.spec and "&lt;unk&gt;" in charts(at)[0].proto.spec
+
+
+def test_a_checkpoint_that_cannot_load_is_reported_and_the_others_stay_usable(app):
+    at = ok(app())
+    at.selectbox(key="checkpoint").set_value(TRAINING).run()
+    assert TRAINING in ok(at).error[0].value
+    assert "card.json" in at.code[0].value
+    at.selectbox(key="checkpoint").set_value(LOADABLE[1]).run()
+    assert ok(at).code[0].value and charts(at)
+
+
+def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
+    at = ok(app())
+    assert figure(at)["layout"]["font"]["size"] == 12
+    assert at.download_button  # CSV, Parquet, JSON
+    at.toggle(key="lecture").set_value(True).run()
+    assert figure(ok(at))["layout"]["font"]["size"] == 24
+    assert not at.download_button
+    assert "values" not in [toggle.key for toggle in at.toggle]  # numbers in cells: not for the back row
+
+
+def test_dark_figures_when_the_browser_reports_no_theme(app):
+    at = ok(app())
+    at.toggle(key="dark").set_value(True).run()
+    assert figure(ok(at))["layout"]["template"]["layout"]["paper_bgcolor"] == "rgb(17,17,17)"
+
+
+def test_export_offers_attention_tables_and_the_translation(app):
+    labels = [button.proto.label for button in ok(app()).download_button]
+    assert labels == ["Attention as CSV", "Attention as Parquet", "Input and output as JSON"]
+
+
+def test_stages_and_mask_overlays(app):
+    at = ok(app(kind="decoder.self"))
+    assert any(trace["name"] == "causal" for trace in figure(at)["data"])
+    at.toggle(key="masks").set_value(False).run()
+    assert not any(trace.get("name") == "causal" for trace in figure(ok(at))["data"])
+    at.toggle(key="stages").set_value(True).run()
+    titles = [annotation["text"] for annotation in figure(ok(at))["layout"]["annotations"]]
+    assert titles[:3] == ["raw scores", "masked scores (blank = −∞)", "softmax weights"]
+
+
+def test_padding_shows_the_padding_masks_and_keeps_the_output(app):
+    at = ok(app(text="pad12", view="masks"))
+    output = at.code[0].value
+    assert "no padding" in at.info[0].value
+    at.slider(key="pad_src").set_value(4).run()
+    ok(at)
+    assert at.code[0].value == output
+    assert not at.error  # the masks drawn match the mask the model used
+    assert "padding" in [trace.get("name") for trace in figure(at)["data"]]
+    assert at.query_params["pad_src"] == "4"
+
+
+def test_model_view_opens_a_head_in_the_attention_view(app):
+    at = ok(app(view="model"))
+    at.selectbox(key="model-pick").set_value((0, 3)).run()
+    at.button(key="model-open").click().run()
+    assert ok(at).segmented_control(key="view").value == "attention"
+    assert at.segmented_control(key="head").value == 3
+    assert figure(at)["layout"]["title"]["text"].endswith("head 3")
+
+
+@pytest.mark.parametrize("mode", ["heads", "layers", "checkpoints", "snapshots"])
+def test_compare(app, mode):
+    at = ok(app(view="compare", compare=mode))
+    assert figure(at)["layout"]["annotations"][2]["text"].count("−") == 1  # the A − B panel
+
+
+def test_decoding_steps_forward_and_back(app):
+    at = ok(app(view="decoding", text="step99"))
+    at.button(key="step-next").click().run()
+    at.button(key="step-next").click().run()
+    at.button(key="step-back").click().run()
+    assert ok(at).slider(key="step").value == 1
+    assert figure(at)["layout"]["title"]["text"].startswith("Step 1")
+    assert at.dataframe  # the candidates
+
+
+def test_ablation_shows_both_outputs(app):
+    at = ok(app(view="ablation", text="ablate5"))
+    at.multiselect(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
+    ok(at)
+    assert len(at.code) == 3  # the output above, then intact and ablated side by side
+    assert any("with heads off" in table.value.columns for table in at.dataframe)
+    assert at.query_params["ablate"] == "decoder.0.cross:0,decoder.0.cross:1,encoder.0.self:2"
+
+
+def test_training_shows_the_loss_curve_and_each_snapshot(app):
+    at = ok(app(view="training", text="train3"))
+    assert len(charts(at)) == 3  # loss curve, the head at the snapshot, the head across snapshots
+    at.select_slider(key="snapshot").set_value("step_000000").run()
+    assert "step 0" in figure(ok(at), 1)["layout"]["title"]["text"]
+
+
+def test_positional_encoding_plots(app):
+    at = ok(app(view="positional"))
+    for plot in ("curves", "similarity", "heatmap"):
+        at.segmented_control(key="pe_plot").set_value(plot).run()
+        assert charts(ok(at))
+    at.segmented_control(key="pe_plot").set_value("curves").run()
+    at.multiselect(key="pe_dims").set_value([0, 5]).run()
+    assert [trace["name"] for trace in figure(ok(at))["data"]] == ["dim 0", "dim 5"]
