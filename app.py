@@ -30,7 +30,7 @@ from transformer.data import normalize
 CHECKPOINTS_DIR = Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parent / "checkpoints"))
 MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len anyway
 TOP_CANDIDATES = 5
-SNAPSHOT_COLUMNS = 4
+SNAPSHOT_COLUMNS = 5  # the usual four snapshots and the final model in one row
 
 VIEWS = {
     "attention": "Attention",
@@ -207,7 +207,13 @@ def checkpoint_names() -> list[str]:
 def folder_version(name: str) -> int:
     """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
     path = CHECKPOINTS_DIR / name
-    return max([path.stat().st_mtime_ns] + [file.stat().st_mtime_ns for file in path.iterdir()])
+    stamps = [path.stat().st_mtime_ns]
+    for file in path.iterdir():
+        try:
+            stamps.append(file.stat().st_mtime_ns)
+        except FileNotFoundError:  # a trainer replaced it between listing and reading: the folder's stamp moved
+            continue
+    return max(stamps)
 
 
 @st.cache_resource(max_entries=8, show_spinner="Loading the checkpoint…")
@@ -392,7 +398,7 @@ def show_figure(page: Page, fig, name: str, rows: int = 0, **kwargs) -> None:
 
 def controls() -> st.delta_generator.DeltaGenerator:
     """A row of widgets, each as wide as its content, wrapping when the page is narrow (or the fonts large)."""
-    return st.container(horizontal=True, vertical_alignment="bottom", gap="large")
+    return st.container(horizontal=True, vertical_alignment="bottom", gap="medium")
 
 
 def head_picker(page: Page, *, layer: bool = True, head: bool = True,
@@ -442,8 +448,9 @@ def attention_view(page: Page) -> None:
     show_values, own_scale = False, False
     if not page.lecture:
         show_values = options.toggle("Numbers in cells", key="values", persist_state="session")
-        own_scale = options.toggle("Colour scale of this head", key="own_scale", persist_state="session",
-                                   help="Off: 0 to 1 for every head, so heads compare at a glance.")
+        own_scale = options.toggle("Own colour scale", key="own_scale", persist_state="session",
+                                   help="On: this head's own range. Off: 0 to 1 for every head, so heads compare at a "
+                                        "glance.")
     arrays = analysis["attention"][kind]
     q_tokens, k_tokens = tokens_of(analysis, kind)
     blocked = blocked_of(analysis, kind)
@@ -470,15 +477,16 @@ def export_downloads(page: Page) -> None:
     def table() -> pd.DataFrame:
         return viz.tidy_frame(*all_kinds(analysis))
 
-    record = {"checkpoint": page.name, "input": page.text, "decoding": f"beam {page.beam_size}"
-              if page.beam_size > 1 else "greedy", "output": analysis["text"],
+    decoding = f"beam search, {page.beam_size} beams" if page.beam_size > 1 else "greedy"
+    record = {"checkpoint": page.name, "input": page.text, "decoding": decoding, "output": analysis["text"],
               "source_pieces": analysis["src_tokens"], "decoder_input_pieces": analysis["tgt_tokens"],
               "output_pieces": analysis["output_tokens"], "probabilities": analysis["probs"],
               "warnings": analysis["warnings"]}
     columns = st.columns(3)
     # Built only when clicked (a callable): a table of every weight is big and most reruns never need it.
     columns[0].download_button("Attention as CSV", lambda: viz.to_csv_bytes(table()), f"{page.name}-attention.csv",
-                               "text/csv", key="download-csv", on_click="ignore")
+                               "text/csv", key="download-csv", on_click="ignore",
+                               help="One row per weight of every kind, layer and head of this input.")
     columns[1].download_button("Attention as Parquet", lambda: viz.to_parquet_bytes(table()),
                                f"{page.name}-attention.parquet", "application/vnd.apache.parquet",
                                key="download-parquet", on_click="ignore")
@@ -492,15 +500,9 @@ def open_head(layer: int, head: int) -> None:
     st.session_state.update(layer=layer, head=head, average=False, view="attention")
 
 
-def open_clicked_head(heads: int) -> None:
-    points = st.session_state["model-grid"]["selection"]["points"]
-    if points and "curve_number" in points[0]:
-        layer, head = divmod(points[0]["curve_number"], heads)
-        open_head(layer, head)
-
-
 def model_view(page: Page) -> None:
-    """Every layer × head of one kind at once; click a head (or pick it below) to open it."""
+    """Every layer × head of one kind at once; pick a head below to open it in the Attention view. (Plotly reports
+    no clicks on the image panels the grid is drawn with, so a click cannot open it.)"""
     kind, _, _ = head_picker(page, layer=False)
     analysis = page.analysis
     heads = page.checkpoint.config.num_heads
@@ -509,11 +511,7 @@ def model_view(page: Page) -> None:
     fig = viz.model_view(analysis["attention"][kind]["weights"], q_tokens, k_tokens,
                          blocked=blocked_of(analysis, kind), show_masks=show_masks,
                          title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
-    # Plotly gives the first image panel square pixels by default, so it alone came out squeezed (viz leaves
-    # the default in place); every panel fills its cell instead.
-    fig.update_yaxes(scaleanchor=False)
-    show_figure(page, fig, f"{kind}-all-heads", key="model-grid", on_select=lambda: open_clicked_head(heads),
-                selection_mode="points")
+    show_figure(page, fig, f"{kind}-all-heads")
     panels = [(layer, head) for layer in range(page.layers(kind)) for head in range(heads)]
     columns = st.columns([3, 2], vertical_alignment="bottom")
     chosen = columns[0].selectbox("Head to open", panels, format_func=lambda panel: f"L{panel[0]} H{panel[1]}",
@@ -548,6 +546,7 @@ def compare_view(page: Page) -> None:
         if compared is None:
             return
         b, label_b = compared
+        label_a = f"{page.name} {label_a}"
     else:
         compared = compare_snapshots(page, kind, layer, head)
         if compared is None:
@@ -563,6 +562,8 @@ def same_ids_in(page: Page, other: Checkpoint) -> bool:
     analysis = page.analysis
     config = other.config
     if max(analysis["src_ids"]) >= config.src_vocab_size or max(analysis["tgt_ids"]) >= config.tgt_vocab_size:
+        return False
+    if max(len(analysis["src_ids"]), len(analysis["tgt_ids"])) > config.max_len:
         return False
     return (other.src_tokenizer.pieces(analysis["src_ids"]) == analysis["src_tokens"]
             and other.tgt_tokenizer.pieces(analysis["tgt_ids"]) == analysis["tgt_tokens"])
@@ -585,8 +586,8 @@ def compare_checkpoints(page: Page, kind: str, layer: int, head: int | None) -> 
                 f"{other.config.num_heads} heads.")
         return None
     if not same_ids_in(page, other):
-        st.info(f"`{name_b}` splits text into other pieces, so the two cannot read the same sequence and A − B has "
-                "no meaning. Pick this input in that checkpoint to see its attention.")
+        st.info(f"`{name_b}` splits text into other pieces (or reads fewer), so the two cannot read the same "
+                "sequence and A − B has no meaning. Pick that checkpoint in the sidebar to see its own attention.")
         return None
     analysis = page.analysis
     weights = teacher_forced(path_b, version_b, FINAL, tuple(analysis["src_ids"]), tuple(analysis["tgt_ids"]))
@@ -640,10 +641,9 @@ def decoding_view(page: Page) -> None:
         step = row.slider("Step", 0, count - 1, key="step", persist_state="session")
     if page.beam_size > 1:
         st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")
-    output_so_far = steps["tokens"][: step + 1]
-    cross_blocked = viz.mask_reasons(count, len(steps["src_tokens"]))
-    fig = viz.decoding_step_figure(steps["cross"][:, :, step], steps["src_tokens"], output_so_far, step,
-                                   blocked=cross_blocked, theme=page.theme)
+    # One input, unpadded: cross-attention masks nothing here.
+    fig = viz.decoding_step_figure(steps["cross"][:, :, step], steps["src_tokens"], steps["tokens"][: step + 1], step,
+                                   theme=page.theme)
     left, right = st.columns([3, 2])
     with left:
         show_figure(page, fig, "decoding-step")
@@ -712,11 +712,11 @@ def positional_view(page: Page) -> None:
     config = page.checkpoint.config
     row = controls()
     settle("pe_side", ("src", "tgt"), "src")
-    side = row.segmented_control("Side", ("src", "tgt"), key="pe_side", required=True,
-                                        format_func=PE_SIDES.get, persist_state="session")
+    side = row.segmented_control("Side", ("src", "tgt"), key="pe_side", required=True, format_func=PE_SIDES.get,
+                                 persist_state="session")
     settle("pe_plot", PE_PLOTS, "heatmap")
     plot = row.segmented_control("Plot", PE_PLOTS, key="pe_plot", required=True, format_func=PE_PLOTS.get,
-                                        persist_state="session")
+                                 persist_state="session")
     settle("pe_positions", range(2, config.max_len + 1), min(50, config.max_len))
     positions = st.slider("Positions shown", 2, config.max_len, key="pe_positions", persist_state="session")
     pe = page.checkpoint.model.positional_table(side).numpy()[:positions]
@@ -724,7 +724,7 @@ def positional_view(page: Page) -> None:
     if plot == "heatmap":
         fig = viz.pe_heatmap(pe, title=f"{kind} positional encoding of the {PE_SIDES[side]}", theme=page.theme)
     elif plot == "curves":
-        dims = settle_all("pe_dims", range(config.d_model), [0, 1, 2, 3])
+        settle_all("pe_dims", range(config.d_model), [0, 1, 2, 3])
         dims = st.multiselect("Dimensions", range(config.d_model), key="pe_dims", persist_state="session")
         fig = viz.pe_curves(pe, dims=dims, theme=page.theme)
     else:
@@ -752,6 +752,7 @@ def heads_view(page: Page) -> None:
         x = columns[0].selectbox("x", numeric, key="stat_x", persist_state="session")
         y = columns[1].selectbox("y", numeric, key="stat_y", persist_state="session")
     show_figure(page, viz.statistics_scatter(statistics, x, y, theme=page.theme), "head-statistics")
+    st.caption("One point per head: colour is its layer, symbol its kind (hover a point to read it).")
     attention = analysis["attention"]
     encoder = viz.encoder_rollout(attention["encoder.self"]["weights"])
     source = viz.decoder_source_rollout(attention["decoder.self"]["weights"], attention["decoder.cross"]["weights"],
@@ -760,7 +761,7 @@ def heads_view(page: Page) -> None:
     with left:
         show_figure(page, viz.rollout_figure(encoder, analysis["src_tokens"], analysis["src_tokens"],
                                              title="Encoder rollout", theme=page.theme), "rollout-encoder",
-                    rows=len(analysis["tgt_tokens"]))
+                    rows=len(analysis["src_tokens"]))
         st.caption("Row i: how much of each input token reaches the encoder's output at position i, through every "
                    "layer (heads averaged, residual counted as half).")
     with right:
@@ -965,7 +966,8 @@ def show_output(page: Page) -> None:
         shown, output = st.columns(2)
         shown.caption("Input")
         shown.code(page.text, language=None, wrap_lines=True)
-    output.caption("Output" + (f" (beam search, {page.beam_size} beams)" if page.beam_size > 1 else " (greedy)"))
+    output.caption(f"Output of `{page.name}`" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
+                                                else ", greedy"))
     output.code(analysis["text"] or "(empty: the model ended at once)", language=None, wrap_lines=True)
     if page.lecture:
         return
@@ -1001,14 +1003,18 @@ def main() -> None:
             st.session_state.setdefault(name, default)
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
                        initial_sidebar_state="collapsed" if st.session_state.lecture else "auto")
-    title, switch = st.columns([3, 1], vertical_alignment="bottom")
-    title.title("Attention Atlas")
-    switch.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
+    st.sidebar.title("Attention Atlas")
+    # The views and the lecture switch head the page: the content starts right under them, even on a projector.
+    top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
+    settle("view", VIEWS, "attention")
+    view = top.segmented_control("View", VIEWS, format_func=VIEWS.get, key="view", required=True,
+                                 label_visibility="collapsed")
+    top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
     notices = st.container()
     try:
-        show_page()
+        show_page(view)
     finally:
         for message in st.session_state.url_notices:
             notices.warning(message, icon="🔗")
@@ -1016,7 +1022,8 @@ def main() -> None:
         sync_url()
 
 
-def show_page() -> None:
+def show_page(view: str) -> None:
+    """Everything under the view picker: the sidebar's choices, the output, and the view itself."""
     chosen = choose_checkpoint()
     if chosen is None:
         return
@@ -1042,9 +1049,6 @@ def show_page() -> None:
                 theme=figure_theme(), lecture=lecture, image_format=image_format)
     if analysis is not None:
         show_output(page)
-    settle("view", VIEWS, "attention")
-    view = st.segmented_control("View", VIEWS, format_func=VIEWS.get, key="view", required=True,
-                                label_visibility="collapsed")
     if analysis is None and view not in NEEDS_NO_INPUT:
         return
     VIEW_FUNCTIONS[view](page)

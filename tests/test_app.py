@@ -2,9 +2,11 @@
 (query parameters) and bad input. A tiny model's attention is noise, but the app must behave the same."""
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
@@ -45,6 +47,13 @@ def charts(at: AppTest) -> list:
 
 def figure(at: AppTest, index: int = 0) -> dict:
     return json.loads(charts(at)[index].proto.spec)
+
+
+def weights(at: AppTest) -> np.ndarray:
+    """The values of the first figure's heatmap, as Plotly ships them (a typed array)."""
+    z = figure(at)["data"][0]["z"]
+    shape = [int(size) for size in z["shape"].split(",")]
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
 
 
 def texts(elements) -> list[str]:
@@ -195,6 +204,16 @@ def test_padding_shows_the_padding_masks_and_keeps_the_output(app):
     assert at.query_params["pad_src"] == "4"
 
 
+def test_padding_leaves_the_real_positions_attention_unchanged(app):
+    at = ok(app(text="same7", kind="encoder.self"))
+    plain = weights(at)
+    at.slider(key="pad_src").set_value(3).run()
+    padded = weights(ok(at))
+    assert padded.shape == (plain.shape[0] + 3, plain.shape[1] + 3)
+    np.testing.assert_allclose(padded[: len(plain), : len(plain)], plain, atol=1e-5)
+    assert not padded[:, len(plain):].any()  # no query attends to a pad key
+
+
 def test_model_view_opens_a_head_in_the_attention_view(app):
     at = ok(app(view="model"))
     at.selectbox(key="model-pick").set_value((0, 3)).run()
@@ -244,3 +263,16 @@ def test_positional_encoding_plots(app):
     at.segmented_control(key="pe_plot").set_value("curves").run()
     at.multiselect(key="pe_dims").set_value([0, 5]).run()
     assert [trace["name"] for trace in figure(ok(at))["data"]] == ["dim 0", "dim 5"]
+
+
+def test_beam_search_from_a_link(app):
+    at = ok(app(text="beam4", decoding="beam", beam="3"))
+    assert at.slider(key="beam").value == 3
+    assert any("beam search with 3 beams" in caption for caption in texts(at.caption))
+    assert at.code[0].value
+
+
+def test_a_folder_without_checkpoints_says_what_to_do(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
+    at = ok(app())
+    assert "No loadable checkpoint" in at.error[0].value
