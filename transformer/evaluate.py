@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import argparse
 import random
+import shlex
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import sacrebleu
 import torch
 
-from .checkpoint import Checkpoint
+from .checkpoint import CARD_FILE, Checkpoint
 from .data import read_parallel, source_ids, split_dev
 from .decoding import beam_search, greedy
 from .model import Transformer
@@ -21,6 +24,9 @@ from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_examp
 from .tokenizer import Tokenizer
 
 METRICS = {"reverse": "exact_match", "dates": "exact_match", "translate": "bleu"}
+# The quality each shipped task must reach: synthetic tasks in EVERY case (each length, each format), translation
+# as corpus BLEU on the dev split.
+FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0}
 FRESH_SEED = 20261122  # fresh test inputs: a seed no training run uses
 
 
@@ -53,20 +59,53 @@ def score(task: str, predictions: Sequence[str], references: Sequence[str]) -> f
     return sum(p == r for p, r in zip(predictions, references)) / max(len(references), 1)
 
 
-def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tuple[str, str]]:
-    """Synthetic test pairs covering every case: each length 1-30 (reverse) or each date format (dates)."""
+def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tuple[str, str, str]]:
+    """Synthetic test triples (case, source, target) covering every case: each length 1-30 (reverse) or each
+    date format (dates), `per_case` of each."""
     rng = random.Random(seed)
     if task == "reverse":
-        return [reverse_example(rng, length) for length in range(1, REVERSE_MAX_LENGTH + 1) for _ in range(per_case)]
-    return [date_example(rng, fmt) for fmt in DATE_FORMATS for _ in range(per_case)]
+        return [(f"length {length}", *reverse_example(rng, length))
+                for length in range(1, REVERSE_MAX_LENGTH + 1) for _ in range(per_case)]
+    return [(fmt, *date_example(rng, fmt)) for fmt in DATE_FORMATS for _ in range(per_case)]
 
 
-def evaluation_pairs(checkpoint: Checkpoint, per_case: int, data: str | None = None) -> list[tuple[str, str]]:
+def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | None = None) -> list[tuple[str, str, str]]:
+    """(case, source, target): fresh synthetic inputs, or the translation corpus's dev split as one case."""
     training = checkpoint.card.training
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
     pairs = read_parallel(data or training["data"], training.get("data_target"))
-    return split_dev(pairs, training["dev_fraction"], training["split_seed"])[1]
+    return [("dev split", source, target) for source, target in split_dev(pairs, training["dev_fraction"],
+                                                                             training["split_seed"])[1]]
+
+
+def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1) -> dict:
+    """The task's metric overall and per case, the worst case, whether the floor is met, and the errors."""
+    task = checkpoint.card.task
+    predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
+                                  [source for _, source, _ in cases], beam_size=beam_size)
+    by_case: dict[str, tuple[list[str], list[str]]] = {}
+    for (case, _, target), prediction in zip(cases, predictions):
+        by_case.setdefault(case, ([], []))[0].append(prediction)
+        by_case[case][1].append(target)
+    per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in by_case.items()}
+    worst = min(per_case.values())
+    return {"metric": METRICS[task], "overall": score(task, predictions, [target for _, _, target in cases]),
+            "per_case": per_case, "worst": worst, "floor": FLOORS[task], "meets_floor": worst >= FLOORS[task],
+            "inputs": len(cases),
+            "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
+
+
+def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
+    """Write the evaluation into the checkpoint's card.json (its metrics, shown by the app)."""
+    card = checkpoint.card
+    name = "fresh_exact_match" if result["metric"] == "exact_match" else "dev_bleu"
+    card.metrics[name] = round(result["overall"], 4)
+    if len(result["per_case"]) > 1:
+        card.metrics[f"{name}_worst_case"] = round(result["worst"], 4)
+    card.metrics["evaluated_inputs"] = result["inputs"]
+    card.training["evaluated_by"] = command
+    card.save(Path(checkpoint.path) / CARD_FILE)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -76,26 +115,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", help="corpus path, if not where the card says (translate only)")
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--show", type=int, default=5, help="print this many errors")
+    parser.add_argument("--record", action="store_true", help="write the figures into the checkpoint's card.json")
     args = parser.parse_args(argv)
 
     checkpoint = Checkpoint(args.checkpoint)
-    pairs = evaluation_pairs(checkpoint, args.per_case, args.data)
     start = time.perf_counter()
-    predictions = translate_texts(
-        checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer, [s for s, _ in pairs],
-        beam_size=args.beam_size,
-    )
-    metric = METRICS[checkpoint.card.task]
-    value = score(checkpoint.card.task, predictions, [t for _, t in pairs])
-    print(f"{checkpoint.name}: {metric} = {value:.4f} on {len(pairs)} unseen inputs "
+    result = evaluate(checkpoint, evaluation_cases(checkpoint, args.per_case, args.data), args.beam_size)
+    print(f"{checkpoint.name}: {result['metric']} = {result['overall']:.4f} on {result['inputs']} unseen inputs "
           f"({time.perf_counter() - start:.1f} s, beam {args.beam_size})")
-    if checkpoint.card.task == "dates":
-        for fmt in DATE_FORMATS:
-            rows = [i for i in range(len(pairs)) if i // args.per_case == DATE_FORMATS.index(fmt)]
-            print(f"  {fmt:<24} {score('dates', [predictions[i] for i in rows], [pairs[i][1] for i in rows]):.4f}")
-    errors = [(s, t, p) for (s, t), p in zip(pairs, predictions) if p != t][: args.show]
-    for source, target, prediction in errors:
+    if len(result["per_case"]) > 1:
+        for case, value in result["per_case"].items():
+            print(f"  {case:<24} {value:.4f}")
+    verdict = "meets" if result["meets_floor"] else "MISSES"
+    print(f"worst case {result['worst']:.4f}: {verdict} the floor of {result['floor']}")
+    for source, target, prediction in result["errors"][: args.show]:
         print(f"  {source!r} -> {prediction!r} (expected {target!r})")
+    if args.record:
+        given = sys.argv[1:] if argv is None else argv
+        record(checkpoint, result, shlex.join(["python", "-m", "transformer.evaluate", *given]))
 
 
 if __name__ == "__main__":

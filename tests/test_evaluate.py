@@ -1,0 +1,45 @@
+"""The shipped evaluation script: fresh inputs in every case, floors checked, figures recorded in the card."""
+from __future__ import annotations
+
+import json
+import shutil
+
+from transformer import load_checkpoint
+from transformer.evaluate import FLOORS, evaluate, fresh_examples, main
+from transformer.tasks import DATE_FORMATS, generate
+
+
+def test_fresh_examples_cover_every_case_and_are_unseen():
+    reverse = fresh_examples("reverse", per_case=3)
+    assert [case for case, _, _ in reverse[::3]] == [f"length {n}" for n in range(1, 31)]
+    assert all(len(source) == int(case.split()[1]) and target == source[::-1] for case, source, target in reverse)
+    dates = fresh_examples("dates", per_case=2)
+    assert sorted({case for case, _, _ in dates}) == sorted(DATE_FORMATS)
+    trained_on = {source for source, _ in generate("reverse", 20_000, seed=0)}
+    long_enough = {source for _, source, _ in reverse if len(source) >= 6}  # short ones repeat by chance
+    assert not long_enough & trained_on
+
+
+def test_evaluate_scores_each_case_against_a_hand_checked_model(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    cases = fresh_examples("reverse", per_case=2)
+    result = evaluate(checkpoint, cases)
+    errors = {(source, target) for source, target, _ in result["errors"]}
+    right_per_case = {}
+    for case, source, target in cases:
+        right_per_case.setdefault(case, []).append((source, target) not in errors)
+    assert result["per_case"] == {case: sum(right) / len(right) for case, right in right_per_case.items()}
+    assert result["worst"] == min(result["per_case"].values())
+    assert result["meets_floor"] == (result["worst"] >= FLOORS["reverse"])
+
+
+def test_record_writes_the_figures_into_the_card(tiny_checkpoint, tmp_path, capsys):
+    folder = shutil.copytree(tiny_checkpoint, tmp_path / "copy")
+    main([str(folder), "--per-case", "1", "--record"])
+    printed = capsys.readouterr().out
+    assert "length 30" in printed and "the floor of 0.995" in printed
+    card = json.loads((folder / "card.json").read_text())
+    assert card["metrics"]["evaluated_inputs"] == 30
+    assert 0 <= card["metrics"]["fresh_exact_match_worst_case"] <= card["metrics"]["fresh_exact_match"] <= 1
+    assert "--per-case 1 --record" in card["training"]["evaluated_by"]
+    load_checkpoint(folder)  # the card stays valid
