@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from transformer import CheckpointError, capture, load_checkpoint
+from transformer import CheckpointError, capture, checkpoint_folders, load_checkpoint, resolve_checkpoint
 from transformer.checkpoint import CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE
 from transformer.tokenizer import BOS_ID, EOS_ID
 
@@ -137,3 +137,41 @@ def test_broken_json_and_missing_folder(folder, tmp_path):
 def test_unknown_snapshot_name(tiny_checkpoint):
     with pytest.raises(CheckpointError, match="no snapshot named"):
         load_checkpoint(tiny_checkpoint).load_snapshot("../model")
+
+
+@pytest.fixture
+def checkpoints_root(tiny_checkpoint, tmp_path):
+    """A checkpoints folder with one real checkpoint, and every kind of entry that must not count as one."""
+    root = tmp_path / "checkpoints"
+    shutil.copytree(tiny_checkpoint, root / "real")
+    shutil.copytree(tiny_checkpoint, tmp_path / "outside")  # loadable, but not in the folder
+    (root / "nested" / "inner").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    (root / "notes.txt").write_text("not a folder")
+    (root / "alias").symlink_to(root / "real")  # stays inside: allowed
+    (root / "escape").symlink_to(tmp_path / "outside")
+    (root / "self").symlink_to(root)
+    (root / "up").symlink_to("..")
+    (root / "dangling").symlink_to(root / "missing")
+    return root
+
+
+def test_checkpoint_folders_are_the_visible_sub_folders_that_stay_inside(checkpoints_root):
+    assert checkpoint_folders(checkpoints_root) == ["alias", "nested", "real"]
+    assert checkpoint_folders(checkpoints_root / "nowhere") == []
+    assert resolve_checkpoint(checkpoints_root, "real") == checkpoints_root / "real"
+    assert load_checkpoint(resolve_checkpoint(checkpoints_root, "alias")).name == "alias"  # and it loads
+
+
+@pytest.mark.parametrize("name", [
+    "..", ".", "", "../checkpoints/real", "real/", "real/snapshots", "nested/inner", "/etc", "/", ".hidden",
+    "notes.txt", "escape", "self", "up", "dangling", "missing", "real\x00", "~", "\udc80",
+])
+def test_names_that_would_leave_the_folder_are_refused(checkpoints_root, name):
+    with pytest.raises(CheckpointError, match="no checkpoint folder named"):
+        resolve_checkpoint(checkpoints_root, name)
+
+
+def test_an_absolute_path_is_refused_even_into_the_folder(checkpoints_root):
+    with pytest.raises(CheckpointError):
+        resolve_checkpoint(checkpoints_root, str(checkpoints_root / "real"))

@@ -1,6 +1,7 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
 from .capture import ablate, capture
-from .checkpoint import Checkpoint, CheckpointError, ModelCard, Translation, load_checkpoint
+from .checkpoint import (Checkpoint, CheckpointError, ModelCard, Translation, checkpoint_folders, load_checkpoint,
+                         resolve_checkpoint)
 from .config import TransformerConfig
 from .decoding import Step, beam_search, decode_steps, greedy
 from .hooks import HookPoint, hook_points
@@ -18,6 +19,7 @@ __all__ = [
     "Step",
     "Translation",
     "beam_search",
+    "checkpoint_folders",
     "decode_steps",
     "greedy",
     "load_checkpoint",
@@ -29,4 +31,5 @@ __all__ = [
     "decoder_mask",
     "hook_points",
     "padding_mask",
+    "resolve_checkpoint",
 ]

@@ -2,7 +2,8 @@
 
 Loading never runs code from the folder: weights are read with `torch.load(..., weights_only=True)`, which refuses
 any pickle that would build something other than tensors. Every problem with a file raises `CheckpointError`
-naming that file.
+naming that file. A folder of checkpoints is listed with `checkpoint_folders`, and a name from a user (a link, a
+picker) becomes a path only through `resolve_checkpoint`, which never leads outside that folder.
 """
 from __future__ import annotations
 
@@ -172,10 +173,19 @@ class Checkpoint:
         path = self.path / SNAPSHOT_DIR / f"{name}.pt"
         return build_model(self.config, load_weights(path), path)
 
+    def _source(self, text: str) -> tuple[list[int], int]:
+        """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
+        the user) when nothing of it is left to read."""
+        ids, cut = source_ids(self.src_tokenizer, _checked(text), self.config.max_len)
+        if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
+            raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
+                             "type a sentence.")
+        return ids, cut
+
     def encode(self, text: str, side: str = "src") -> list[int]:
         """Ids exactly as the model sees them: source = pieces + EOS; target = BOS + pieces + EOS."""
         if side == "src":
-            return source_ids(self.src_tokenizer, _checked(text), self.config.max_len)[0]
+            return self._source(text)[0]
         if side == "tgt":
             return target_ids(self.tgt_tokenizer, _checked(text), self.config.max_len)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
@@ -185,7 +195,7 @@ class Checkpoint:
 
         `model` runs another set of weights with this checkpoint's tokenizers (e.g. a training snapshot)."""
         model = model or self.model
-        ids, cut = source_ids(self.src_tokenizer, _checked(text), self.config.max_len)
+        ids, cut = self._source(text)
         warnings = []
         if cut:
             warnings.append(
@@ -226,6 +236,29 @@ def _checked(text: str) -> str:
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
     return Checkpoint(path)
+
+
+def _is_checkpoint_folder(root: Path, path: Path) -> bool:
+    """Whether `path` is a visible folder that, once symlinks are followed, is still a direct sub-folder of the
+    resolved `root` (a link to a folder elsewhere, or to the root itself, is not)."""
+    return not path.name.startswith(".") and path.is_dir() and path.resolve().parent == root.resolve()
+
+
+def checkpoint_folders(root: str | Path) -> list[str]:
+    """The names of the checkpoint folders in `root`, sorted: the only names `resolve_checkpoint` accepts."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(path.name for path in root.iterdir() if _is_checkpoint_folder(root, path))
+
+
+def resolve_checkpoint(root: str | Path, name: str) -> Path:
+    """root/name if `name` is one of `checkpoint_folders(root)`; CheckpointError for anything else: '..', an absolute
+    path, a nested path, a hidden folder, a symlink out of `root`."""
+    root = Path(root)
+    if Path(name).name != name or not _is_checkpoint_folder(root, root / name):  # name: a bare name, no separator
+        raise CheckpointError(f"{root}: no checkpoint folder named {name!r}")
+    return root / name
 
 
 def save_checkpoint(

@@ -28,8 +28,10 @@ def normalize(text: str) -> str:
     """NFKC, apostrophe variants folded to ', runs of whitespace collapsed to one space, stripped.
 
     NFKC also turns the narrow no-break spaces before French punctuation into plain spaces,
-    and ligatures such as "ﬁ" into "fi".
+    and ligatures such as "ﬁ" into "fi". A lone surrogate (half of a UTF-16 pair: not valid
+    Unicode, and sentencepiece cannot take it) becomes U+FFFD, as a browser would send it.
     """
+    text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     text = unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
     return " ".join(text.split())
 
