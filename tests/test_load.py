@@ -1,0 +1,45 @@
+"""The app under concurrent load: CI's short form of `python -m benchmarks.load` (benchmarks/load.py).
+
+A few sessions at once against `streamlit run app.py`, each opening its own link, typing inputs, switching views,
+and closing and reopening its session; then the checks that would catch one session seeing another's data.
+"""
+from __future__ import annotations
+
+from app_helpers import LOADABLE, checkpoints_folder
+from benchmarks.load import CHARACTER_RUN, Interaction, SessionLog, Tally, run_load, verify
+
+SESSIONS = 4
+SECONDS = 15
+INTERACTIONS_PER_SESSION = 2  # so that every client closes and reopens its session within the short run
+# Generous: the load's own working set (caches of a few dozen passes of a tiny model, sessions kept for
+# reconnection) is a few MB; a leak of every closed session's pages would still pass a few runs, not a long one.
+RSS_GROWTH_LIMIT_MB = 150
+
+
+def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_path):
+    checkpoints = checkpoints_folder(tiny_checkpoint, tmp_path / "checkpoints")
+    result = run_load(checkpoints, LOADABLE[0], sessions=SESSIONS, seconds=SECONDS,
+                      interactions_per_session=INTERACTIONS_PER_SESSION, log=tmp_path / "streamlit.log")
+    assert result["errors"] == []
+    assert result["sessions_opened"] > SESSIONS  # sessions were closed and new ones opened
+    assert result["interactions"] >= 2 * SESSIONS
+    assert result["outputs_checked"] == result["interactions"]
+    assert result["interactions_by_action"]["type"] + result["interactions_by_action"]["view"] > 0
+    assert 0 < result["p50_s"] <= result["p95_s"] <= result["max_s"]
+    assert result["server_cpu_s"] > 0
+    assert result["rss_warm_mb"] > result["rss_before_mb"] > 0  # the samples read the server, not nothing
+    assert result["rss_growth_mb"] < RSS_GROWTH_LIMIT_MB
+
+
+def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
+    mine, theirs = "abcdefghij0123", "zyxwvu9876543210"
+    tally = Tally(
+        sessions=[SessionLog(0, {mine}, set(CHARACTER_RUN.findall(f"text={mine}&other={theirs}".encode()))),
+                  SessionLog(1, {theirs}, set())],
+        interactions=[Interaction(1, "open", theirs, 1.0, "not the translation")],
+    )
+    assert verify(tiny_checkpoint, tally) == 0
+    assert any(f"session 0 was sent {theirs!r}, the input of session 1" in error for error in tally.errors)
+    assert any(f"session 1 was never sent its own input {theirs!r}" in error for error in tally.errors)
+    assert any("the page showed 'not the translation'" in error for error in tally.errors)
+    assert len(tally.errors) == 3
