@@ -6,7 +6,8 @@ step-by-step decoding) and every figure comes from `viz/`. Models are loaded onc
 so picking another head or layer only redraws. The whole view state lives in the URL (see URL_STATE): a lecturer
 can prepare links, and a student can share exactly what they see.
 
-Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to this file).
+Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to this file); a name
+from the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ import streamlit as st
 import torch
 
 import viz
-from transformer import ATTENTION_KINDS, Checkpoint, CheckpointError, ablate, capture, decode_steps, load_checkpoint
+from transformer import (ATTENTION_KINDS, Checkpoint, CheckpointError, ablate, capture, checkpoint_folders,
+                         decode_steps, load_checkpoint, resolve_checkpoint)
 from transformer.data import normalize
 
 CHECKPOINTS_DIR = Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parent / "checkpoints"))
@@ -138,9 +140,6 @@ def restore_state_from_url() -> None:
         except ValueError:
             notice(f"The link's `{name}` could not be read, so the default is used.")
             continue
-        if name == "text" and len(value) > MAX_INPUT_CHARS:
-            notice(f"The link's input is longer than {MAX_INPUT_CHARS} characters: it was cut.")
-            value = value[:MAX_INPUT_CHARS]
         st.session_state[name] = value
         st.session_state.url_pending.add(name)
     if unknown:
@@ -198,15 +197,17 @@ class Loaded(NamedTuple):
 
 
 def checkpoint_names() -> list[str]:
-    """Direct sub-folders of the checkpoints folder: the only names the app accepts, from the UI or a link."""
-    if not CHECKPOINTS_DIR.is_dir():
-        return []
-    return sorted(path.name for path in CHECKPOINTS_DIR.iterdir() if path.is_dir() and not path.name.startswith("."))
+    """The checkpoint folders: the only names the app accepts, from the UI or a link."""
+    return checkpoint_folders(CHECKPOINTS_DIR)
+
+
+def checkpoint_path(name: str) -> str:
+    return str(resolve_checkpoint(CHECKPOINTS_DIR, name))
 
 
 def folder_version(name: str) -> int:
     """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
-    path = CHECKPOINTS_DIR / name
+    path = Path(checkpoint_path(name))
     stamps = [path.stat().st_mtime_ns]
     for file in path.iterdir():
         try:
@@ -255,7 +256,8 @@ def translate_and_capture(path: str, version: int, text: str, beam_size: int, pa
 
     pad_src / pad_tgt append that many pad ids to the source / decoder input of the captured pass, as a batch
     with a longer sentence would: the model's outputs on the real positions do not change, and the padding masks
-    appear. ablated: ((attention key, heads), ...) removed during the call. Raises ValueError on empty input."""
+    appear. ablated: ((attention key, heads), ...) removed during the call. Raises ValueError when the input has
+    nothing to read."""
     checkpoint = load(path, version).checkpoint
     model = model_of(path, version, snapshot)
     pad_id = checkpoint.config.pad_id
@@ -340,7 +342,7 @@ class Page:
 
     @property
     def path(self) -> str:
-        return str(CHECKPOINTS_DIR / self.name)
+        return checkpoint_path(self.name)
 
     def layers(self, kind: str) -> int:
         config = self.checkpoint.config
@@ -572,13 +574,13 @@ def same_ids_in(page: Page, other: Checkpoint) -> bool:
 def compare_checkpoints(page: Page, kind: str, layer: int, head: int | None) -> tuple[np.ndarray, str] | None:
     """The same head of another checkpoint on this very sequence (teacher-forced, so A − B is meaningful)."""
     others = [name for name in checkpoint_names() if name != page.name
-              and load(str(CHECKPOINTS_DIR / name), folder_version(name)).checkpoint is not None]
+              and load(checkpoint_path(name), folder_version(name)).checkpoint is not None]
     if not others:
         st.info("There is no other loadable checkpoint to compare with.")
         return None
     name_b = settle("checkpoint_b", others, others[0])
     st.selectbox("Checkpoint B", others, key="checkpoint_b", persist_state="session")
-    path_b, version_b = str(CHECKPOINTS_DIR / name_b), folder_version(name_b)
+    path_b, version_b = checkpoint_path(name_b), folder_version(name_b)
     other = load(path_b, version_b).checkpoint
     layers_b = other.config.num_encoder_layers if kind == "encoder.self" else other.config.num_decoder_layers
     if layer >= layers_b or (head is not None and head >= other.config.num_heads):
@@ -878,7 +880,7 @@ NEEDS_NO_INPUT = ("positional", "training")
 def use_first_example() -> None:
     """A new checkpoint starts on its own first example: the last one's input rarely suits it."""
     name = st.session_state.checkpoint
-    loaded = load(str(CHECKPOINTS_DIR / name), folder_version(name))
+    loaded = load(checkpoint_path(name), folder_version(name))
     if loaded.checkpoint is not None and loaded.checkpoint.card.examples:
         st.session_state.text = loaded.checkpoint.card.examples[0]
 
@@ -891,7 +893,7 @@ def use_example() -> None:
 def choose_checkpoint() -> tuple[str, Checkpoint] | None:
     """The checkpoint picker and its card; None (after saying why) when it cannot be used."""
     names = checkpoint_names()
-    loaded = {name: load(str(CHECKPOINTS_DIR / name), folder_version(name)) for name in names}
+    loaded = {name: load(checkpoint_path(name), folder_version(name)) for name in names}
     usable = [name for name in names if loaded[name].checkpoint is not None]
     if not usable:
         st.error(f"No loadable checkpoint in {CHECKPOINTS_DIR}. Train one with `python -m transformer.train` "
@@ -924,6 +926,9 @@ def choose_input(checkpoint: Checkpoint) -> tuple[str, int]:
     """The input text (typed, or one of the card's examples) and the beam size (1 = greedy)."""
     sidebar = st.sidebar
     st.session_state.setdefault("text", checkpoint.card.examples[0] if checkpoint.card.examples else "")
+    if len(st.session_state.text) > MAX_INPUT_CHARS:  # Streamlit cuts typed text to max_chars, but not a link's
+        st.session_state.text = st.session_state.text[:MAX_INPUT_CHARS]
+        st.warning(f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used.")
     sidebar.text_input("Input", key="text", max_chars=MAX_INPUT_CHARS,
                        help="Press Enter to run. Pieces the model does not know are shown as <unk>.")
     if checkpoint.card.examples:
@@ -1029,10 +1034,10 @@ def show_page(view: str) -> None:
         return
     name, checkpoint = chosen
     text, beam_size = choose_input(checkpoint)
-    path, version = str(CHECKPOINTS_DIR / name), folder_version(name)
+    path, version = checkpoint_path(name), folder_version(name)
     try:
         plain = translate_and_capture(path, version, text, beam_size)
-    except ValueError as error:  # empty or whitespace-only input: translate says what to do
+    except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do
         st.info(str(error))
         plain = None
     analysis = plain

@@ -1,9 +1,12 @@
-"""Shared fixtures: small random models (fast on CPU) and a tiny trained checkpoint folder."""
+"""Shared fixtures: small random models (fast on CPU), a tiny trained checkpoint folder, and the app on it."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
 
+from app_helpers import checkpoints_folder
 from transformer import Transformer, TransformerConfig
 
 PAD, BOS, EOS = 0, 2, 3
@@ -52,3 +55,26 @@ def tiny_checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("checkpoints") / "tiny-reverse"
     main(TINY_TRAINING + ["--out", str(out), "--steps", "20", "--shared-vocab"])
     return out
+
+
+APP = str(Path(__file__).parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def app_checkpoints(tiny_checkpoint, tmp_path_factory) -> Path:
+    return checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("app-checkpoints"))
+
+
+@pytest.fixture
+def app(app_checkpoints, monkeypatch):
+    """An AppTest of app.py on the test checkpoints; call it with query parameters, get the first run back."""
+    from streamlit.testing.v1 import AppTest  # here: only the app's tests pay for importing streamlit
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(app_checkpoints))
+
+    def start(**query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(query)
+        return at.run()
+
+    return start

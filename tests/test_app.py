@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,26 +16,7 @@ from streamlit.testing.v1 import AppTest
 import transformer
 from app_helpers import LOADABLE, TRAINING, checkpoints_folder
 
-APP = str(Path(__file__).parents[1] / "app.py")
 VIEWS = ("attention", "model", "compare", "decoding", "masks", "positional", "heads", "ablation", "training")
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tiny_checkpoint, tmp_path_factory) -> Path:
-    return checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("app-checkpoints"))
-
-
-@pytest.fixture
-def app(checkpoints, monkeypatch):
-    """An AppTest of app.py on the test checkpoints; call it with query parameters, get the first run back."""
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(checkpoints))
-
-    def start(**query) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params.update(query)
-        return at.run()
-
-    return start
 
 
 def ok(at: AppTest) -> AppTest:
@@ -58,6 +41,10 @@ def weights(at: AppTest) -> np.ndarray:
 
 def texts(elements) -> list[str]:
     return [element.value for element in elements]
+
+
+def link_notices(at: AppTest) -> str:
+    return " ".join(warning.value for warning in at.warning if warning.icon == "🔗")
 
 
 def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
@@ -276,3 +263,131 @@ def test_a_folder_without_checkpoints_says_what_to_do(app, tmp_path, monkeypatch
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
     at = ok(app())
     assert "No loadable checkpoint" in at.error[0].value
+
+
+# (query, widget type, key, the default it falls back to). Names the widget reads from session state: every query
+# parameter is also its widget's key.
+BAD_LINKS = {
+    "layer-out-of-range": ({"layer": "5"}, "segmented_control", "layer", 0),
+    "layer-negative": ({"layer": "-1"}, "segmented_control", "layer", 0),
+    "layer-not-a-number": ({"layer": "abc"}, "segmented_control", "layer", 0),
+    "layer-not-an-integer": ({"layer": "0.5"}, "segmented_control", "layer", 0),
+    "head-out-of-range": ({"head": "4"}, "segmented_control", "head", 0),
+    "head-huge": ({"head": "9" * 5000}, "segmented_control", "head", 0),
+    "head-empty": ({"head": ""}, "segmented_control", "head", 0),
+    "unknown-checkpoint": ({"checkpoint": "nope"}, "selectbox", "checkpoint", LOADABLE[0]),
+    "checkpoint-up-and-over": ({"checkpoint": "../" + LOADABLE[1]}, "selectbox", "checkpoint", LOADABLE[0]),
+    "checkpoint-absolute": ({"checkpoint": "/etc"}, "selectbox", "checkpoint", LOADABLE[0]),
+    "unknown-view": ({"view": "nope"}, "segmented_control", "view", "attention"),
+    "unknown-kind": ({"kind": "encoder.cross"}, "segmented_control", "kind", "decoder.cross"),
+    "markup-as-kind": ({"kind": "<b>x</b>"}, "segmented_control", "kind", "decoder.cross"),
+    "bad-flag": ({"masks": "maybe"}, "toggle", "masks", True),
+    "bad-lecture-flag": ({"lecture": "2"}, "toggle", "lecture", False),
+    "unknown-decoding": ({"decoding": "sampling"}, "segmented_control", "decoding", "greedy"),
+    "beam-too-wide": ({"decoding": "beam", "beam": "99"}, "slider", "beam", 4),
+    "beam-of-one": ({"decoding": "beam", "beam": "1"}, "slider", "beam", 4),
+    "unknown-image-format": ({"image": "gif"}, "segmented_control", "image", "png"),
+    "padding-past-max-len": ({"pad_src": "999"}, "slider", "pad_src", 0),
+    "negative-padding": ({"pad_tgt": "-1"}, "slider", "pad_tgt", 0),
+    "unknown-comparison": ({"view": "compare", "compare": "everything"}, "segmented_control", "compare", "heads"),
+    "head-b-out-of-range": ({"view": "compare", "head_b": "7"}, "segmented_control", "head_b", 1),
+    "checkpoint-b-outside": ({"view": "compare", "compare": "checkpoints", "checkpoint_b": "../x"}, "selectbox",
+                             "checkpoint_b", LOADABLE[1]),
+    "unknown-snapshot": ({"view": "training", "snapshot": "../model"}, "select_slider", "snapshot", "final"),
+    "unknown-heads-to-ablate": ({"view": "ablation", "ablate": "decoder.9.cross:0,encoder.0.self:99"}, "multiselect",
+                                "ablate", []),
+    "unknown-ablation-mode": ({"view": "ablation", "ablation_mode": "noise"}, "segmented_control", "ablation_mode",
+                              "zero"),
+    "too-few-positions": ({"view": "positional", "pe_positions": "1"}, "slider", "pe_positions", 34),
+    "dimensions-not-numbers": ({"view": "positional", "pe_plot": "curves", "pe_dims": "a,b"}, "multiselect",
+                               "pe_dims", [0, 1, 2, 3]),
+    "unknown-statistic": ({"view": "heads", "stat_x": "nope"}, "selectbox", "stat_x", "entropy"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_LINKS)
+def test_each_bad_link_value_falls_back_with_a_notice(app, case):
+    query, widget, key, default = BAD_LINKS[case]
+    at = ok(app(text="abc12", **query))
+    assert f"`{key}`" in link_notices(at)
+    assert getattr(at, widget)(key=key).value == default
+    assert not at.error
+
+
+def test_unknown_link_parameters_are_ignored_with_a_notice(app):
+    at = ok(app(text="abc12", colour="red", **{"<script>": "1"}))
+    assert link_notices(at) == "2 unknown link parameter(s) were ignored."  # named by count, never by their text
+    assert charts(at)
+
+
+@pytest.fixture(scope="module")
+def escape_hatches(tiny_checkpoint, tmp_path_factory) -> Path:
+    """A checkpoints folder whose extra entries all lead elsewhere: a symlink to a loadable checkpoint outside it,
+    a hidden folder, a link to the folder itself."""
+    base = tmp_path_factory.mktemp("escape")
+    root = checkpoints_folder(tiny_checkpoint, base / "checkpoints")
+    outside = shutil.copytree(tiny_checkpoint, base / "outside", ignore=shutil.ignore_patterns("resume.pt"))
+    (root / "escape").symlink_to(outside)
+    shutil.copytree(outside, root / ".hidden")
+    (root / "self").symlink_to(root)
+    return root
+
+
+@pytest.mark.parametrize("name", ["escape", ".hidden", "self", "../outside", str(Path("..") / "outside"), "/etc",
+                                  "escape/snapshots", "tiny-reverse/../../outside"])
+def test_a_link_cannot_open_a_folder_outside_the_checkpoints(app, escape_hatches, monkeypatch, name):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(escape_hatches))
+    at = ok(app(checkpoint=name))
+    assert "`checkpoint`" in link_notices(at)
+    picker = at.selectbox(key="checkpoint")
+    assert picker.value == LOADABLE[0] and at.query_params["checkpoint"] == LOADABLE[0]
+    assert picker.options == [*LOADABLE, f"{TRAINING} (cannot be loaded)"]  # none of the ways out is listed
+    assert at.code[0].value and charts(at)
+
+
+def plant_pickle(folder: Path, marker: Path) -> None:
+    class Exploit:
+        def __reduce__(self):
+            return open, (str(marker), "w")
+
+    (folder / "model.pt").write_bytes(pickle.dumps({"weights": Exploit()}))
+
+
+def change_json(folder: Path, file: str, **changes) -> None:
+    values = json.loads((folder / file).read_text())
+    values.update(changes)
+    (folder / file).write_text(json.dumps(values))
+
+
+# How a checkpoint folder breaks -> the file its error must name.
+BREAKAGES = {
+    "pickle-that-runs-code": (lambda folder, marker: plant_pickle(folder, marker), "model.pt"),
+    "truncated-weights": (lambda folder, _: (folder / "model.pt").write_bytes((folder / "model.pt").read_bytes()[:999]),
+                          "model.pt"),
+    "missing-tokenizer": (lambda folder, _: (folder / "src.model").unlink(), "src.model"),
+    "corrupt-tokenizer": (lambda folder, _: (folder / "tgt.model").write_bytes(b"not a sentencepiece model"),
+                          "tgt.model"),
+    "config-not-matching-weights": (lambda folder, _: change_json(folder, "config.json", d_ff=128), "config.json"),
+    "config-not-json": (lambda folder, _: (folder / "config.json").write_text("{not json"), "config.json"),
+    "card-with-wrong-types": (lambda folder, _: change_json(folder, "card.json", examples="not a list"), "card.json"),
+    "missing-card": (lambda folder, _: (folder / "card.json").unlink(), "card.json"),
+}
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_broken_checkpoint_is_listed_as_broken_and_the_others_keep_working(app, tiny_checkpoint, tmp_path,
+                                                                          monkeypatch, breakage):
+    damage, file = BREAKAGES[breakage]
+    root = checkpoints_folder(tiny_checkpoint, tmp_path / "checkpoints")
+    broken = shutil.copytree(root / LOADABLE[0], root / "broken")
+    marker = tmp_path / "the-pickle-ran"
+    damage(broken, marker)
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = ok(app(checkpoint="broken"))  # a link straight to it
+    assert "`broken` cannot be loaded" in at.error[0].value
+    assert str(broken) in at.code[0].value and file in at.code[0].value
+    assert "broken (cannot be loaded)" in at.selectbox(key="checkpoint").options
+    assert not charts(at)
+    at.selectbox(key="checkpoint").set_value(LOADABLE[1]).run()
+    assert ok(at).code[0].value and charts(at) and not at.error
+    assert not marker.exists()
