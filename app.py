@@ -275,6 +275,7 @@ def translate_and_capture(path: str, version: int, text: str, beam_size: int, pa
         "src_tokens": checkpoint.src_tokenizer.pieces(src_ids),
         "tgt_tokens": checkpoint.tgt_tokenizer.pieces(tgt_ids),
         "output_tokens": translation.output_tokens,
+        "output_ids": translation.output_ids,
         "probs": translation.probs,
         "warnings": translation.warnings,
         "src_ids": src_ids,
@@ -314,13 +315,6 @@ def decoding_steps(path: str, version: int, text: str) -> dict:
         "cross": np.stack([step.cross_attention.numpy() for step in steps], axis=2),  # (layers, heads, steps, src)
         "decoder_self": self_attention["decoder.self"],
     }
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def piece_ids(path: str, version: int) -> dict[str, int]:
-    """The target vocabulary, piece -> id (Translation gives the output as pieces)."""
-    tokenizer = load(path, version).checkpoint.tgt_tokenizer
-    return {piece: index for index, piece in enumerate(tokenizer.pieces(range(tokenizer.vocab_size)))}
 
 
 # ---------------------------------------------------------------------------------------------- page context
@@ -803,11 +797,9 @@ def ablation_view(page: Page) -> None:
     ablated = tuple(sorted((key, tuple(sorted(values))) for key, values in heads.items()))
     intact = page.analysis
     changed = translate_and_capture(page.path, page.version, page.text, page.beam_size, ablated=ablated, mode=mode)
-    ids = piece_ids(page.path, page.version)
-    labels = tuple(ids[piece] for piece in intact["output_tokens"])
     # Padding (if any) leaves the real positions alone, so the intact pass's ids serve as they are.
-    after = teacher_forced(page.path, page.version, FINAL, tuple(intact["src_ids"]), tuple(intact["tgt_ids"]), labels,
-                           ablated, mode)
+    after = teacher_forced(page.path, page.version, FINAL, tuple(intact["src_ids"]), tuple(intact["tgt_ids"]),
+                           tuple(intact["output_ids"]), ablated, mode)
     progress = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
     left, right = st.columns(2)
     with left:

@@ -36,6 +36,9 @@ def test_translate_result_is_consistent(tiny_checkpoint):
     torch.testing.assert_close(record["decoder.0.cross"], cross)
     for position, prob in enumerate(result.probs[:-1]):  # each generated token is the next decoder input
         assert prob == pytest.approx(float(probs[position, result.tgt_ids[position + 1]]), abs=1e-6)
+    assert result.output_ids[:-1] == result.tgt_ids[1:]
+    assert checkpoint.tgt_tokenizer.pieces(result.output_ids) == result.output_tokens
+    assert result.probs[-1] == pytest.approx(float(probs[-1, result.output_ids[-1]]), abs=1e-6)
 
 
 def test_beam_search_translation(tiny_checkpoint):

@@ -85,6 +85,7 @@ class Translation:
     src_tokens: list[str]  # pieces fed to the encoder (ending with </s>)
     tgt_tokens: list[str]  # decoder input pieces, starting with <s>: the query rows of decoder attention
     output_tokens: list[str]  # the pieces generated, one per decoder input position (ending with </s> if reached)
+    output_ids: list[int]  # their ids: the labels the decoder input's positions predict
     probs: list[float]  # probability of each generated piece
     attention: AttentionRecord  # one captured forward pass over (source, decoder input)
     src_ids: list[int]
@@ -218,6 +219,7 @@ class Checkpoint:
             src_tokens=src_pieces,
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
+            output_ids=generated,
             probs=[float(probs[i, token]) for i, token in enumerate(generated)],
             attention=record,
             src_ids=ids,
