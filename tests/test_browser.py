@@ -1,10 +1,15 @@
 """The app as a user meets it: `streamlit run app.py` in a real server, driven by headless Chromium.
 
-Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set.
+Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set. The README's
+screenshots come from this test run on a shipped checkpoint:
+    ATLAS_SCREENSHOTS=/tmp/shots ATLAS_BROWSER_CHECKPOINTS=/tmp/only-reverse python -m pytest tests/test_browser.py
+where /tmp/only-reverse holds a copy of checkpoints/reverse (the app opens on the first folder); ATLAS_BROWSER_INPUT
+sets the input typed for the screenshots (default: attention42).
 """
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -23,13 +28,18 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playw
 @pytest.fixture(scope="module")
 def server(tiny_checkpoint, tmp_path_factory):
     """The URL of `streamlit run app.py` on a folder with the tiny checkpoint (and one still training)."""
-    checkpoints = checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("browser-checkpoints"))
+    checkpoints = os.environ.get("ATLAS_BROWSER_CHECKPOINTS") or checkpoints_folder(
+        tiny_checkpoint, tmp_path_factory.mktemp("browser-checkpoints"))
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     try:
         with streamlit_server(checkpoints, log) as (url, _):
             yield url
     except ServerError as error:
         pytest.fail(str(error))
+
+
+def link_text(url: str) -> str | None:
+    return urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("text", [None])[0]
 
 
 def test_every_view_in_a_browser(server, tmp_path):
@@ -40,7 +50,7 @@ def test_every_view_in_a_browser(server, tmp_path):
     with sync_api.sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(RUN_S * 1000)
             page.on("console", lambda message: message.type == "error" and problems.append(message.text))
             page.on("pageerror", lambda error: problems.append(str(error)))
@@ -56,9 +66,10 @@ def test_every_view_in_a_browser(server, tmp_path):
             assert page.evaluate("window.__xss") is None  # the input was shown as text, never run as HTML
             assert page.locator(".js-plotly-plot").count()
 
-            box.fill("attention42")
+            demo = os.environ.get("ATLAS_BROWSER_INPUT", "attention42")
+            box.fill(demo)
             box.press("Enter")
-            page.wait_for_url(lambda url: "text=attention42" in url)  # the view state is in the link
+            page.wait_for_url(lambda url: link_text(url) == demo)  # the view state is in the link
             wait_for_rerun(page)
             for view in VIEWS:
                 page.get_by_role("radio", name=view, exact=True).click()  # a segmented control's option

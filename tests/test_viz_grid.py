@@ -144,3 +144,14 @@ def test_model_view_json_grows_slowly_enough_for_256_tokens():
 def test_model_view_refuses_a_stack_that_is_not_four_dimensional():
     with pytest.raises(ValueError, match="layers, heads"):
         viz.model_view(np.zeros((3, 3)), ["a"] * 3, ["a"] * 3)
+
+
+@pytest.mark.parametrize("layers, q_len, large", [(1, 16, False), (3, 10, False), (6, 16, False), (3, 10, True)])
+def test_model_view_panels_leave_a_text_line_per_labelled_token(layers, q_len, large):
+    theme = viz.Theme(large=large)
+    labels = [f"t{i}" for i in range(q_len)]
+    fig = viz.model_view(random_stack(q_len, layers, 2), labels, labels, theme=theme)
+    margin = fig.layout.margin
+    plot_px = fig.layout.height - (margin.t or 100) - (margin.b or 80)  # Plotly's defaults where the theme is silent
+    domain = fig.layout.yaxis.domain
+    assert plot_px * (domain[1] - domain[0]) / q_len >= theme.font_size

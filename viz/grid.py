@@ -14,6 +14,7 @@ from .theme import Theme, apply_theme, colour_table, css_colour, mask_rgba
 
 # Beyond this many tokens the outer panels' tick labels would overlap; the head's own view has them all.
 MAX_TICKED_TOKENS = 16
+MAX_GRID_HEIGHT = 3000  # pixels
 
 
 def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True, title="",
@@ -53,8 +54,16 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     fig.update_yaxes(token_axis(q_tokens), showticklabels=False, scaleanchor=False)
     fig.update_xaxes(showticklabels=len(k_tokens) <= MAX_TICKED_TOKENS, row=layers)
     fig.update_yaxes(showticklabels=len(q_tokens) <= MAX_TICKED_TOKENS, col=1)
-    fig.update_layout(height=max(450, layers * 14 * theme.font_size))
+    fig.update_layout(height=grid_height(layers, len(q_tokens), theme))
     return apply_theme(fig, theme, title)
+
+
+def grid_height(layers: int, q_len: int, theme: Theme) -> int:
+    """Pixels for `layers` rows of panels: each at least 14 lines of text tall, and tall enough for one readable
+    tick label per query token where labels are shown (about 70 % of the figure is panels, the rest gaps,
+    title and axis labels). Capped so that a 6-layer grid stays scrollable."""
+    labels_px = 1.5 * theme.font_size * q_len / 0.7 if q_len <= MAX_TICKED_TOKENS else 0
+    return int(min(max(450, layers * max(14 * theme.font_size, labels_px)), MAX_GRID_HEIGHT))
 
 
 def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:
