@@ -99,14 +99,29 @@ def test_incremental_decoding_equals_full_passes(peaked_model):
     torch.testing.assert_close(torch.cat(steps, dim=1)[real], full[real], atol=1e-5, rtol=0)
 
 
-def test_cache_changes_no_decoded_token(peaked_model, monkeypatch):
-    import transformer.decoding as decoding
-
+def test_cache_changes_no_decoded_token(peaked_model):
     src, _ = random_batch(peaked_model.config, [6, 3, 5], [1, 1, 1], seed=11)
     cached = (greedy(peaked_model, src, 12), beam_search(peaked_model, src, 3, 12))
-    monkeypatch.setattr(decoding, "new_cache", lambda model: None)
-    uncached = (greedy(peaked_model, src, 12), beam_search(peaked_model, src, 3, 12))
+    uncached = (greedy(peaked_model, src, 12, use_cache=False), beam_search(peaked_model, src, 3, 12, use_cache=False))
     assert all(torch.equal(a, b) for a, b in zip(cached, uncached))
+
+
+def test_cache_changes_no_captured_attention(peaked_model):
+    """Each step's attention rows are the same whether earlier keys and values come from the cache or are
+    computed again: the decoding view's cross-attention, and every block's last row of a captured greedy run."""
+    src, _ = random_batch(peaked_model.config, [6], [1], seed=5)
+    cached, uncached = (list(decode_steps(peaked_model, src, 9, use_cache=use)) for use in (True, False))
+    assert [step.token_id for step in cached] == [step.token_id for step in uncached]
+    for with_cache, without in zip(cached, uncached):
+        assert with_cache.prob == pytest.approx(without.prob, abs=1e-6)
+        torch.testing.assert_close(with_cache.cross_attention, without.cross_attention, atol=1e-5, rtol=0)
+    records = []
+    for use in (True, False):
+        with capture(peaked_model) as record:
+            greedy(peaked_model, src, 9, use_cache=use)
+        records.append(record)
+    for key in records[1]:  # the last step's pass: one query row with the cache, the whole prefix without
+        torch.testing.assert_close(records[0][key][:, :, -1], records[1][key][:, :, -1], atol=1e-5, rtol=0)
 
 
 def test_mean_ablation_decodes_without_cache(peaked_model):

@@ -104,8 +104,10 @@ def test_model_view_ticks_tokens_only_on_the_outer_panels_and_only_when_few():
     assert fig.layout.xaxis3.ticktext == ("&lt;s&gt;", "▁a", "▁a")  # bottom-left panel
     assert fig.layout.xaxis3.showticklabels and fig.layout.yaxis3.showticklabels
     assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
+    assert fig.layout.xaxis.tickvals is None  # unlabelled axes carry no token ticks: each costs the browser time
     many = [str(i) for i in range(40)]
     assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.showticklabels is False
+    assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.tickvals is None
 
 
 def panel_widths(layout, count) -> list[float]:

@@ -34,12 +34,14 @@ def scaled_dot_product(
     gets all-zero weights and a zero output (see masks.py). The hooks see the raw scores and the weights (before
     dropout) and may replace them; they are identities unless the caller wants to look.
     """
-    scores = scores_hook(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))  # (batch, heads, q_len, k_len)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
+    # Every step below is a pass over (batch, heads, q_len, k_len), so there are as few as possible: q is scaled
+    # before the product (smaller than the scores), and `where` masks in one pass where masked_fill copies first.
+    scores = scores_hook((q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1))  # (batch, heads, q_len, k_len)
+    if mask is None:
+        weights = scores.softmax(dim=-1)
+    else:
+        weights = torch.where(mask, scores, torch.finfo(scores.dtype).min).softmax(dim=-1)
+        weights = torch.where(mask, weights, 0.0)
     weights = weights_hook(weights)
     return F.dropout(weights, dropout_p) @ v, weights  # (batch, heads, q_len, d_head)
 

@@ -6,6 +6,7 @@ model's own `config.max_len`. They switch gradients off themselves.
 
 Each step feeds only the new token and reuses earlier keys and values (`DecoderCache`), except while an ablation is
 on: "mean" ablation averages over all positions of a pass, so then every step re-runs the whole prefix.
+`use_cache=False` re-runs it always: the reference the cache is tested and benchmarked against.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def _limit(model: Transformer, max_len: int | None) -> int:
     return model.config.max_len if max_len is None else max(2, min(max_len, model.config.max_len))
 
 
-def new_cache(model: Transformer) -> DecoderCache | None:
-    return None if edits_active() else DecoderCache(model.config.num_decoder_layers)
+def new_cache(model: Transformer, use_cache: bool) -> DecoderCache | None:
+    """A fresh cache for one decoding call, or None (re-run whole prefixes) if not wanted or an ablation is on."""
+    return DecoderCache(model.config.num_decoder_layers) if use_cache and not edits_active() else None
 
 
 def next_token_log_probs(
@@ -40,13 +42,13 @@ def next_token_log_probs(
 
 
 @torch.no_grad()
-def greedy(model: Transformer, src: torch.Tensor, max_len: int | None = None) -> torch.Tensor:
+def greedy(model: Transformer, src: torch.Tensor, max_len: int | None = None, use_cache: bool = True) -> torch.Tensor:
     """(batch, src_len) source ids -> (batch, length) decoder sequences, taking the most likely token each step."""
     config, max_len = model.config, _limit(model, max_len)
     memory = model.encode(src)
     tokens = src.new_full((src.size(0), 1), config.bos_id)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    cache = new_cache(model)
+    cache = new_cache(model, use_cache)
     while tokens.size(1) < max_len and not done.all():
         log_probs = next_token_log_probs(model, tokens, memory, src, cache)
         next_token = log_probs.argmax(dim=-1).masked_fill(done, config.pad_id)
@@ -57,7 +59,8 @@ def greedy(model: Transformer, src: torch.Tensor, max_len: int | None = None) ->
 
 @torch.no_grad()
 def beam_search(
-    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | None = None, length_penalty: float = 0.6
+    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | None = None, length_penalty: float = 0.6,
+    use_cache: bool = True,
 ) -> torch.Tensor:
     """(batch, src_len) -> (batch, length): the best of `beam_size` hypotheses per input.
 
@@ -75,7 +78,7 @@ def beam_search(
     scores[:, 0] = 0.0  # all beams start as the same hypothesis: let only one of them expand at first
     done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
     first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
-    cache = new_cache(model)
+    cache = new_cache(model, use_cache)
     while tokens.size(1) < max_len and not done.all():
         log_probs = next_token_log_probs(model, tokens, memory, src, cache)  # (batch * beam, vocab)
         log_probs[done] = float("-inf")
@@ -106,13 +109,15 @@ class Step:
 
 
 @torch.no_grad()
-def decode_steps(model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5) -> Iterator[Step]:
+def decode_steps(
+    model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5, use_cache: bool = True
+) -> Iterator[Step]:
     """Greedy decoding of one input (1, src_len), yielding each step with its cross-attention."""
     config, max_len = model.config, _limit(model, max_len)
     memory = model.encode(src)
     prefix = [config.bos_id]
     cross_keys = [f"decoder.{i}.cross" for i in range(config.num_decoder_layers)]
-    cache = new_cache(model)
+    cache = new_cache(model, use_cache)
     while len(prefix) < max_len:
         with capture(model, cross_keys) as record:
             log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src, cache)[0]

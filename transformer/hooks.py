@@ -92,15 +92,19 @@ def edits_active() -> bool:
 
 
 def name_hook_points(model: nn.Module) -> None:
-    """Give every hook point its module path as name; called once at the end of the model's constructor."""
+    """Give every hook point its module path as name, and keep them in a table on the model; called once at the end
+    of the model's constructor. The table is structure, fixed once the model is built (per-call state never lives
+    on the model): it spares every capture() a walk over all modules, which cost more than capturing a layer."""
+    model._hook_points = {}
     for name, module in model.named_modules():
         if isinstance(module, HookPoint):
             module.name = name
+            model._hook_points[name] = module
 
 
 def hook_points(model: nn.Module) -> dict[str, HookPoint]:
     """All hook points of a model by name, in model order (encoder before decoder, layer 0 first)."""
-    return {module.name: module for module in model.modules() if isinstance(module, HookPoint)}
+    return dict(model._hook_points)
 
 
 # Friendly attention keys ("encoder.0.self", "decoder.1.cross") <-> module paths ("decoder.layers.1.cross_attn").

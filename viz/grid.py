@@ -47,13 +47,17 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=safe_label(reason),
                                  marker=dict(symbol="square", color=css_colour(mask_rgba(reason)))))
     set_colour_axis(fig, "coloraxis", theme.sequential, cmin, cmax, "weight")
-    fig.update_xaxes(token_axis(k_tokens), showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
     # scaleanchor=False: Plotly.js locks an image's y axis to its x axis (square pixels) unless the axis is
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
-    fig.update_yaxes(token_axis(q_tokens), showticklabels=False, scaleanchor=False)
-    fig.update_xaxes(showticklabels=len(k_tokens) <= MAX_TICKED_TOKENS, row=layers)
-    fig.update_yaxes(showticklabels=len(q_tokens) <= MAX_TICKED_TOKENS, col=1)
+    fig.update_yaxes(showticklabels=False, scaleanchor=False)
+    # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
+    # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
+    if len(k_tokens) <= MAX_TICKED_TOKENS:
+        fig.update_xaxes(token_axis(k_tokens), showticklabels=True, row=layers)
+    if len(q_tokens) <= MAX_TICKED_TOKENS:
+        fig.update_yaxes(token_axis(q_tokens), showticklabels=True, col=1)
     fig.update_layout(height=grid_height(layers, len(q_tokens), theme))
     return apply_theme(fig, theme, title)
 

@@ -1,0 +1,128 @@
+"""Measure Attention Atlas' performance on this machine: `python -m benchmarks [--smoke] [--only NAME ...]`.
+
+Prints Markdown tables (the README's Performance section is this output), writes every row as JSON, and checks
+each figure against its target. Every figure is a ratio or a time measured side by side in one run (median of
+several repeats after a warm-up), because shared machines are noisy. --smoke runs everything on a tiny random
+model at tiny sizes: it proves the benchmark still runs, and its numbers mean nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from transformer import CheckpointError, load_checkpoint
+
+from . import app_latency, browser, capture, decoding, memory, model_view, sessions, training
+from .common import Setup
+from .fixtures import char_tokenizer, random_checkpoint, tiny_config
+from .server import ROOT
+
+FIGURES = {
+    "capture": capture.measure,  # 1. capture overhead
+    "training": training.measure,  # 2. training speed against torch.nn.Transformer
+    "decoding": decoding.measure,  # 3. key/value cache speed-up
+    "app": app_latency.measure,  # 4. AppTest latency
+    "browser": browser.measure,  # 5. Chromium render
+    "memory": memory.measure,  # 6. peak RSS
+    "model_view": model_view.measure,  # the model view figure's build time and size
+    "load": sessions.measure,  # many sessions at once (benchmarks/load.py)
+}
+UNITS = {"×": "{:.2f}×", "s": "{:.3f} s", "MB": "{:.1f} MB", "B": "{:,.0f} B", "": "{:g}"}
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+             if line.startswith("model name")] if cpuinfo.exists() else []
+    return (f"{names[0] if names else platform.processor()}, {os.cpu_count()} cores, {platform.system()}, "
+            f"Python {platform.python_version()}, torch {torch.__version__} ({torch.get_num_threads()} thread(s)), "
+            f"load average {os.getloadavg()[0]:.1f} at the start")
+
+
+def value_text(row: dict) -> str:
+    return "—" if row["value"] is None else UNITS[row["unit"]].format(row["value"])
+
+
+def verdict(row: dict) -> str:
+    return {True: "met", False: "**missed**", None: ""}[row["met"]]
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| figure | case | value | target | |", "| --- | --- | ---: | --- | --- |"]
+    lines += [f"| {row['figure']} | {row['case']} | {value_text(row)} | {row['target']} | {verdict(row)} |"
+              for row in rows]
+    return "\n".join(lines)
+
+
+def scaling(rows: list[dict]) -> str:
+    """Each length-dependent series as a row, one column per sequence length."""
+    series: dict[str, dict[int, dict]] = {}
+    for row in rows:
+        if "series" in row and row["value"] is not None:
+            series.setdefault(row["series"], {})[row["tokens"]] = row
+    lengths = sorted({tokens for by_length in series.values() for tokens in by_length})
+    lines = ["| grows with length | " + " | ".join(f"{tokens} tokens" for tokens in lengths) + " |",
+             "| --- |" + " ---: |" * len(lengths)]
+    lines += [f"| {name} | " + " | ".join(value_text(by_length[t]) if t in by_length else "" for t in lengths) + " |"
+              for name, by_length in series.items()]
+    return "\n".join(lines)
+
+
+def smoke_checkpoint(workdir: Path) -> Path:
+    """A tiny random model on a character vocabulary: every figure in seconds."""
+    tokenizer = char_tokenizer(workdir)
+    return random_checkpoint(workdir / "tiny-random", tiny_config(tokenizer.vocab_size, max_len=64), tokenizer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny random model, tiny sizes, one repeat")
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint folder to measure (default: checkpoints/eng-fra; "
+                                                        "with --smoke, a tiny random one)")
+    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results.json", help="where to write rows")
+    parser.add_argument("--only", nargs="+", choices=FIGURES, metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    started_on = machine()
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="atlas-benchmarks-") as scratch:
+        workdir = Path(scratch)
+        checkpoint = args.checkpoint or (smoke_checkpoint(workdir) if args.smoke else ROOT / "checkpoints" / "eng-fra")
+        try:
+            load_checkpoint(checkpoint)
+        except CheckpointError as error:
+            parser.error(f"cannot measure {checkpoint}: {error} (still training? pass --checkpoint)")
+        setup = Setup(checkpoint.resolve(), workdir, args.smoke)
+        for name in args.only or FIGURES:
+            print(f"[{time.perf_counter() - start:5.0f} s] {name}", file=sys.stderr, flush=True)
+            try:
+                rows += FIGURES[name](setup)
+            except Exception as error:  # noqa: BLE001 - one broken figure must not hide the others
+                traceback.print_exc()
+                first_line = (str(error).splitlines() or [""])[0]
+                rows.append({"figure": name, "case": f"failed: {type(error).__name__}: {first_line}", "value": None,
+                             "unit": "", "target": "", "met": None, "error": True})
+    seconds = time.perf_counter() - start
+    report = {"machine": started_on, "checkpoint": str(checkpoint), "smoke": args.smoke, "seconds": seconds,
+              "rows": rows}
+    args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    missed = [row for row in rows if row["met"] is False]
+    print(f"Measured on {started_on}; `{checkpoint.name}`; {seconds:.0f} s in all.\n")
+    print(markdown(rows) + "\n\n" + scaling(rows) + "\n")
+    print(f"{sum(row['met'] is True for row in rows)} targets met, {len(missed)} missed"
+          + "".join(f"\n- missed: {row['figure']}, {row['case']}: {value_text(row)} (target {row['target']})"
+                    for row in missed))
+    return 1 if any(row.get("error") for row in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Browser render: headless Chromium against `streamlit run app.py`, from pressing Enter on a new input until the
+model view's grid is drawn, and the bytes the page transfers."""
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+
+from transformer import load_checkpoint
+
+from .common import Setup, peak_rss_mb, result, side_by_side, skipped
+from .fixtures import distinct_texts, token_count, wide_checkpoints
+from .memory import FIGURE as MEMORY
+from .server import CHROMIUM, RUN_S, launch_chromium, streamlit_server
+
+FIGURE = "browser render"
+AT_MOST = 2.0  # seconds, at the longest input: 256 tokens (the smoke run's longest is tiny)
+
+# True once the run has ended and the model view shows the new input: an x axis as long as the source (each
+# panel is an image, whose axis spans its width in cells) and one image per panel.
+DRAWN = """([tokens, panels]) => {
+    if (document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')) return false;
+    const plot = document.querySelector('.stPlotlyChart .js-plotly-plot');
+    const axis = plot && plot._fullLayout && plot._fullLayout.xaxis;
+    return Boolean(axis) && Math.round(axis.range[1] - axis.range[0]) === tokens
+        && plot.querySelectorAll('image').length === panels;
+}"""
+# Bytes the page fetched over HTTP (document, scripts, styles, fonts), as the browser's resource timing reports.
+HTTP_BYTES = """() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
+    .reduce((total, entry) => total + entry.transferSize, 0)"""
+
+
+def measure(setup: Setup) -> list[dict]:
+    if not CHROMIUM.exists():
+        return [skipped(FIGURE, f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
+    from playwright.sync_api import sync_playwright
+
+    checkpoints = wide_checkpoints(setup)
+    folder = setup.workdir / "browser-checkpoints"  # one server for every length: the link picks the checkpoint
+    for path in checkpoints.values():  # hard links: the app refuses symbolic links that leave its folder
+        shutil.copytree(path, folder / path.name, copy_function=os.link)
+    loaded = {tokens: load_checkpoint(path) for tokens, path in checkpoints.items()}
+    texts = {tokens: distinct_texts(checkpoint.src_tokenizer, tokens) for tokens, checkpoint in loaded.items()}
+    panels = {tokens: checkpoint.config.num_decoder_layers * checkpoint.config.num_heads
+              for tokens, checkpoint in loaded.items()}
+    example_tokens = {tokens: token_count(checkpoint.src_tokenizer, checkpoint.card.examples[0])
+                      for tokens, checkpoint in loaded.items()}  # what a new session shows first
+    received: list[int] = []  # bytes of every websocket frame the page got from the server
+    frame_bytes: dict[int, list[int]] = {tokens: [] for tokens in checkpoints}  # per submission
+
+    with streamlit_server(folder, setup.workdir / "streamlit.log") as (url, server), sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(RUN_S * 1000)
+            page.on("websocket", lambda socket: socket.on("framereceived", lambda frame: received.append(len(frame))))
+            box = page.get_by_label("Input", exact=True).and_(page.get_by_role("textbox"))
+
+            def open_page(tokens: int) -> None:
+                """A new session on the model view of the n-token checkpoint, drawn for its short example, with a
+                new n-token input typed but not yet submitted."""
+                page.goto(f"{url}?checkpoint={checkpoints[tokens].name}&view=model&kind=decoder.cross")
+                page.wait_for_function(DRAWN, arg=[example_tokens[tokens], panels[tokens]], polling="raf")
+                box.fill(next(texts[tokens]))
+
+            def submit(tokens: int) -> None:
+                before = sum(received)
+                box.press("Enter")
+                page.wait_for_function(DRAWN, arg=[tokens, panels[tokens]], polling="raf")
+                frame_bytes[tokens].append(sum(received) - before)
+
+            open_page(min(checkpoints))
+            http_bytes = page.evaluate(HTTP_BYTES)  # the first load: nothing in the browser's cache yet
+            seconds = side_by_side({tokens: lambda tokens=tokens: submit(tokens) for tokens in checkpoints},
+                                   repeats=setup.repeats,
+                                   prepare={tokens: lambda tokens=tokens: open_page(tokens) for tokens in checkpoints})
+        finally:
+            browser.close()
+        server_peak_mb = peak_rss_mb(server.pid)
+
+    rows = [result(FIGURE, f"Enter → model view drawn, {tokens} tokens in and out, {checkpoints[tokens].name} "
+                   "(random weights)", seconds[tokens], "s", at_most=AT_MOST if tokens == max(checkpoints) else None,
+                   tokens=tokens, series="browser render (s)") for tokens in checkpoints]
+    rows.append(result(FIGURE, "first page load, HTTP bytes transferred", http_bytes, "B"))
+    rows += [result(FIGURE, f"websocket bytes received per new {tokens}-token input",
+                    statistics.median(frame_bytes[tokens]), "B", tokens=tokens) for tokens in checkpoints]
+    sessions = 1 + (1 + setup.repeats) * len(checkpoints)  # the first load, then one per round and length
+    rows.append(result(MEMORY, f"peak RSS of the streamlit server after {sessions} browser sessions at "
+                       f"{' and '.join(map(str, checkpoints))} tokens", server_peak_mb, "MB"))
+    return rows

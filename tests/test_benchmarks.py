@@ -1,0 +1,33 @@
+"""`python -m benchmarks --smoke`: the whole benchmark on a tiny random model at tiny sizes, so that it cannot rot.
+Its numbers mean nothing; that every figure is measured and checked against its target is what is tested."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from benchmarks import app_latency, browser, capture, decoding, memory, model_view, sessions, training
+from benchmarks.server import CHROMIUM, ROOT
+
+WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view]
+MEASURED = WITH_TARGETS + [memory, sessions]
+
+
+def test_smoke_run_measures_and_checks_every_figure(tmp_path):
+    results = tmp_path / "results.json"
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--json", str(results)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(results.read_text())["rows"]
+    skippable = set() if CHROMIUM.exists() else {browser.FIGURE}
+    for module in MEASURED:
+        mine = [row for row in rows if row["figure"] == module.FIGURE]
+        assert mine, f"no row for {module.FIGURE}"
+        if module.FIGURE in skippable:
+            assert mine[0]["case"].startswith("skipped")
+            continue
+        assert all(isinstance(row["value"], (int, float)) and row["value"] >= 0 for row in mine), mine
+        if module in WITH_TARGETS:
+            assert any(row["target"] for row in mine), f"{module.FIGURE} has no target"
+    assert all(row["met"] in (True, False) for row in rows if row["target"])
+    assert "| figure | case | value | target |" in done.stdout and "grows with length" in done.stdout
