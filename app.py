@@ -2,8 +2,8 @@
 
 A thin frame: one function per view. The model work happens in `transformer/` (translation, capture, ablation,
 step-by-step decoding) and every figure comes from `viz/`. Models are loaded once per checkpoint folder
-(st.cache_resource) and never changed; forward passes are cached (st.cache_data) as plain numpy arrays and lists,
-so picking another head or layer only redraws. The whole view state lives in the URL (see URL_STATE): a lecturer
+(st.cache_resource) and never changed; forward passes are cached once per (checkpoint, input, options) as
+read-only numpy arrays and lists, so picking another head or layer only redraws. The whole view state lives in the URL (see URL_STATE): a lecturer
 can prepare links, and a student can share exactly what they see.
 
 Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to this file); a name
@@ -240,16 +240,24 @@ def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
 # ---------------------------------------------------------------------------------------------- cached passes
 
 
+# The passes are cached with st.cache_resource, not st.cache_data: every session gets the same objects instead of
+# unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second). So that no session can change
+# what another sees, the arrays are read-only and no view mutates the lists.
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
 def attention_arrays(record) -> dict[str, dict[str, np.ndarray]]:
     """kind -> weights and scores (layers, heads, q_len, k_len), and the model's mask (q_len, k_len, True = may
-    attend), as numpy: what the cache keeps instead of the torch record."""
-    return {kind: {"weights": record.stack(kind).numpy(),
-                   "scores": record.stack(kind, part="scores").numpy(),
-                   "allowed": record.stack(kind, part="mask")[0, 0].numpy()}
+    attend), as read-only numpy: what the cache keeps instead of the torch record."""
+    return {kind: {"weights": read_only(record.stack(kind).numpy()),
+                   "scores": read_only(record.stack(kind, part="scores").numpy()),
+                   "allowed": read_only(record.stack(kind, part="mask")[0, 0].numpy())}
             for kind in ATTENTION_KINDS}
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model…")
+@st.cache_resource(max_entries=64, show_spinner="Running the model…")
 def translate_and_capture(path: str, version: int, text: str, beam_size: int, pad_src: int = 0, pad_tgt: int = 0,
                           snapshot: str = FINAL, ablated: tuple = (), mode: str = "zero") -> dict:
     """Translate `text` and capture the attention of one pass over (source, decoder input).
@@ -284,7 +292,7 @@ def translate_and_capture(path: str, version: int, text: str, beam_size: int, pa
     }
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model…")
+@st.cache_resource(max_entries=64, show_spinner="Running the model…")
 def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_ids: tuple, labels: tuple = (),
                    ablated: tuple = (), mode: str = "zero") -> dict:
     """One captured pass of a model over given ids (no decoding): the weights of every kind, and the probability
@@ -296,7 +304,7 @@ def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_i
             "label_probs": [float(probs[position, label]) for position, label in enumerate(labels)]}
 
 
-@st.cache_data(max_entries=32, show_spinner="Decoding step by step…")
+@st.cache_resource(max_entries=32, show_spinner="Decoding step by step…")
 def decoding_steps(path: str, version: int, text: str) -> dict:
     """Greedy generation one token at a time: each step's candidates and cross-attention row, and the decoder
     self-attention of the finished prefix (row t is what step t computed: the decoder is causal)."""
@@ -312,7 +320,8 @@ def decoding_steps(path: str, version: int, text: str) -> dict:
         "tokens": pieces([step.token_id for step in steps]),
         "top": [[(piece, prob) for piece, prob in zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])]
                 for step in steps],
-        "cross": np.stack([step.cross_attention.numpy() for step in steps], axis=2),  # (layers, heads, steps, src)
+        # (layers, heads, steps, src_len)
+        "cross": read_only(np.stack([step.cross_attention.numpy() for step in steps], axis=2)),
         "decoder_self": self_attention["decoder.self"],
     }
 

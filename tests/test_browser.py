@@ -78,6 +78,11 @@ def test_every_view_in_a_browser(server, tmp_path):
                     page.get_by_text("Pick heads", exact=False).first.wait_for()
                 else:
                     page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
+                if view == "Decoding":  # step forward as a lecturer would: the step's candidates follow
+                    for _ in range(2):
+                        page.get_by_role("button", name="Next").click()
+                        wait_for_rerun(page)
+                    page.get_by_text("Step 2: the", exact=False).first.wait_for()
                 assert not page.locator('[data-testid="stException"]').count(), view
                 for folder in folders:
                     page.screenshot(path=folder / f"{view.lower().replace(' ', '-')}.png")
