@@ -3,8 +3,8 @@
 A thin frame: one function per view. The model work happens in `transformer/` (translation, capture, ablation,
 step-by-step decoding) and every figure comes from `viz/`. Models are loaded once per checkpoint folder
 (st.cache_resource) and never changed; forward passes are cached once per (checkpoint, input, options) as
-read-only numpy arrays and lists, so picking another head or layer only redraws. The whole view state lives in the URL (see URL_STATE): a lecturer
-can prepare links, and a student can share exactly what they see.
+read-only numpy arrays and lists, so picking another head or layer only redraws. The whole view state lives in the
+URL (see URL_STATE): a lecturer can prepare links, and a student can share exactly what they see.
 
 Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to this file); a name
 from the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
