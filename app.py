@@ -647,8 +647,9 @@ def decoding_view(page: Page) -> None:
     if page.beam_size > 1:
         st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")
     # One input, unpadded: cross-attention masks nothing here.
-    fig = viz.decoding_step_figure(steps["cross"][:, :, step], steps["src_tokens"], steps["tokens"][: step + 1], step,
-                                   theme=page.theme)
+    # The step's query is the decoder input so far: <s> and the pieces of the earlier steps.
+    fig = viz.decoding_step_figure(steps["cross"][:, :, step], steps["src_tokens"],
+                                   steps["prefix_tokens"][: step + 1], step, theme=page.theme)
     left, right = st.columns([3, 2])
     with left:
         show_figure(page, fig, "decoding-step")

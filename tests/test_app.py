@@ -222,7 +222,10 @@ def test_decoding_steps_forward_and_back(app):
     at.button(key="step-next").click().run()
     at.button(key="step-back").click().run()
     assert ok(at).slider(key="step").value == 1
-    assert figure(at)["layout"]["title"]["text"].startswith("Step 1")
+    title = figure(at)["layout"]["title"]["text"]
+    assert title.startswith("Step 1")
+    assert title.split(": ", 1)[1].split(" ")[0] == "&lt;s&gt;"  # the query of step 1 reads <s> and step 0's piece
+    assert len(title.split(": ", 1)[1].split(" ")) == 2
     assert at.dataframe  # the candidates
 
 
