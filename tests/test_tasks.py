@@ -82,6 +82,15 @@ def test_reverse_covers_lengths_and_alphabet():
     assert set("".join(source for source, _ in pairs)) == set(string.ascii_lowercase + string.digits)
 
 
+def test_reverse_training_strings_include_runs_of_few_characters():
+    pairs = generate("reverse", 4000, seed=3)
+    assert all(target == source[::-1] for source, target in pairs)
+    long_ones = [source for source, _ in pairs if len(source) >= 12]
+    few = [source for source in long_ones if len(set(source)) <= 4]  # ~never by chance from 36 characters
+    assert 0.2 < len(few) / len(long_ones) < 0.3  # REVERSE_RUNS_SHARE of them
+    assert any("xxx" in source or "777" in source for source in few)
+
+
 def test_reverse_with_given_length():
     assert all(len(reverse_example(random.Random(seed), length=7)[0]) == 7 for seed in range(20))
 

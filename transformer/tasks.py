@@ -18,12 +18,25 @@ REVERSE_ALPHABET = string.ascii_lowercase + string.digits
 REVERSE_MAX_LENGTH = 30
 
 
-def reverse_example(rng: random.Random, length: int | None = None) -> tuple[str, str]:
-    """A random string of lowercase letters and digits (length uniform in 1..30 unless given), reversed."""
+REVERSE_RUNS_SHARE = 0.25  # training strings drawn from a few characters only (see reverse_training_example)
+
+
+def reverse_example(rng: random.Random, length: int | None = None, alphabet: str = REVERSE_ALPHABET) -> tuple[str, str]:
+    """A random string of `alphabet` (length uniform in 1..30 unless given), reversed."""
     if length is None:
         length = rng.randint(1, REVERSE_MAX_LENGTH)
-    text = "".join(rng.choice(REVERSE_ALPHABET) for _ in range(length))
+    text = "".join(rng.choice(alphabet) for _ in range(length))
     return text, text[::-1]
+
+
+def reverse_training_example(rng: random.Random) -> tuple[str, str]:
+    """reverse_example, but a quarter of the strings use 2-4 characters only, so repeats and runs ("xxx") are common.
+
+    In uniform strings runs are rare, so a model can get away with copying "the character after the one I just
+    wrote", which fails on "qw5rrrra77"; these strings leave position as the only way to tell one r from another."""
+    if rng.random() < REVERSE_RUNS_SHARE:
+        return reverse_example(rng, alphabet="".join(rng.sample(REVERSE_ALPHABET, rng.randint(2, 4))))
+    return reverse_example(rng)
 
 
 # ----------------------------------------------------------------------------- dates
@@ -102,7 +115,7 @@ def date_example(rng: random.Random, fmt: str | None = None) -> tuple[str, str]:
 # ----------------------------------------------------------------------------- registry
 
 TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
-    "reverse": reverse_example,
+    "reverse": reverse_training_example,
     "dates": date_example,
 }
 
