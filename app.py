@@ -892,6 +892,11 @@ def use_example() -> None:
     st.session_state.example = None
 
 
+def metric_text(value) -> str:
+    """A card metric as the sidebar shows it: counts with thousands separators, scores to 4 significant digits."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def choose_checkpoint() -> tuple[str, Checkpoint] | None:
     """The checkpoint picker and its card; None (after saying why) when it cannot be used."""
     names = checkpoint_names()
@@ -918,8 +923,9 @@ def choose_checkpoint() -> tuple[str, Checkpoint] | None:
                    f"{checkpoint.config.num_encoder_layers}+{checkpoint.config.num_decoder_layers} layers · "
                    f"{checkpoint.config.num_heads} heads · d_model {checkpoint.config.d_model} · "
                    f"max_len {checkpoint.config.max_len}")
-        if card.metrics:
-            st.dataframe(pd.DataFrame(card.metrics.items(), columns=["metric", "value"]), hide_index=True)
+        if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
+            rows = [(name.replace("_", " "), metric_text(value)) for name, value in card.metrics.items()]
+            st.table(pd.DataFrame(rows, columns=["metric", "value"]), hide_index=True)
         st.caption(f"Data: {card.data}")
     return name, checkpoint
 

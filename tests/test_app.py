@@ -55,6 +55,9 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
     assert charts(at)
     assert at.query_params["checkpoint"] == LOADABLE[0]
     assert at.query_params["view"] == "attention"
+    card = at.table[0].value  # the model card's metrics, names readable and values formatted
+    assert card.columns.tolist() == ["metric", "value"]
+    assert dict(zip(card["metric"], card["value"]))["train pairs"] == "400"
 
 
 @pytest.mark.parametrize("view", VIEWS)

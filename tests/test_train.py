@@ -48,6 +48,14 @@ def test_learning_rate_schedule():
     assert learning_rate(400, 1e-3, 100) == pytest.approx(5e-4)  # then 1/sqrt(step)
 
 
+def test_learning_rate_cooldown_falls_linearly_to_zero_at_the_end():
+    total, cooldown = 1000, 0.2  # the last 200 steps
+    assert learning_rate(800, 1e-3, 100, total, cooldown) == pytest.approx(learning_rate(800, 1e-3, 100))
+    assert learning_rate(801, 1e-3, 100, total, cooldown) == pytest.approx(learning_rate(801, 1e-3, 100))
+    assert learning_rate(901, 1e-3, 100, total, cooldown) == pytest.approx(learning_rate(901, 1e-3, 100) / 2)
+    assert learning_rate(1000, 1e-3, 100, total, cooldown) == pytest.approx(learning_rate(1000, 1e-3, 100) / 200)
+
+
 def test_two_ddp_processes_end_with_identical_weights(tmp_path):
     worker = tmp_path / "worker.py"
     worker.write_text(

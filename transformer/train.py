@@ -86,6 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--max-tokens", type=int, help="tokens per batch and rank (batch size x longest side)")
     train.add_argument("--lr", type=float, help="peak learning rate, reached at the end of warm-up")
     train.add_argument("--warmup", type=int, help="warm-up steps")
+    train.add_argument("--cooldown", type=float, default=0.0,
+                       help="share of the steps at the end over which the rate falls linearly to 0 (e.g. 0.3)")
     train.add_argument("--label-smoothing", type=float, default=0.1)
     train.add_argument("--clip", type=float, default=1.0, help="max gradient norm")
     train.add_argument("--seed", type=int, default=0)
@@ -121,10 +123,19 @@ class Progress:
     snapshots: list[dict] = field(default_factory=list)
 
 
-def learning_rate(step: int, peak: float, warmup: int) -> float:
-    """Linear warm-up to `peak` at `warmup` steps, then peak * sqrt(warmup / step): the paper's schedule shape."""
+def learning_rate(step: int, peak: float, warmup: int, total: int = 0, cooldown: float = 0.0) -> float:
+    """Linear warm-up to `peak` at `warmup` steps, then peak * sqrt(warmup / step): the paper's schedule shape.
+
+    cooldown: over the last `cooldown` share of the `total` steps the rate falls linearly towards 0. The paper's
+    rate never comes down, and its updates keep shaking the weights: annealing at the end settles them (Hägele et
+    al. 2024, "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations"), which is what exact
+    match on long inputs needs."""
     step = max(step, 1)
-    return peak * min(step / warmup, math.sqrt(warmup / step))
+    rate = peak * min(step / warmup, math.sqrt(warmup / step))
+    cooldown_steps = round(cooldown * total)
+    if cooldown_steps:
+        rate *= min(1.0, (total - step + 1) / cooldown_steps)
+    return rate
 
 
 def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -252,7 +263,7 @@ def main(argv: list[str] | None = None) -> Transformer:
                                            "fraction": round(progress.step / args.steps, 4), "dev_metric": round(metric, 4)})
             src, tgt = (t.to(device) for t in collate([train_examples[i] for i in batch], PAD_ID))
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup)
+                group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup, args.steps, args.cooldown)
             loss = batch_loss(trained, src, tgt, args.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
