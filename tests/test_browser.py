@@ -1,10 +1,12 @@
 """The app as a user meets it: `streamlit run app.py` in a real server, driven by headless Chromium.
 
-Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set. The README's
-screenshots come from this test run on a shipped checkpoint:
+Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set. To look at
+them on a shipped checkpoint:
     ATLAS_SCREENSHOTS=/tmp/shots ATLAS_BROWSER_CHECKPOINTS=/tmp/only-reverse python -m pytest tests/test_browser.py
 where /tmp/only-reverse holds a copy of checkpoints/reverse (the app opens on the first folder); ATLAS_BROWSER_INPUT
-sets the input typed for the screenshots (default: attention42).
+sets the input typed for the screenshots (default: attention42). The README's screenshots are the same server and
+browser (benchmarks.server) opened on links: `?checkpoint=reverse&text=attention42&view=attention&layer=1`, and on
+eng-fra with `text=She is reading a book.` and `view=decoding&step=2` or `view=model`, at 1280 × 1000.
 """
 from __future__ import annotations
 
