@@ -90,7 +90,12 @@ def main(argv: list[str] | None = None) -> int:
                                                         "with --smoke, a tiny random one)")
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results.json", help="where to write rows")
     parser.add_argument("--only", nargs="+", choices=FIGURES, metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's intra-op threads here and in the processes started (the app server always runs "
+                             "1): one keeps the figures from depending on whether another process holds a core")
     args = parser.parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the fresh processes of the memory figures
+    torch.set_num_threads(args.threads)
     start = time.perf_counter()
     started_on = machine()
     rows: list[dict] = []

@@ -10,6 +10,9 @@ import zlib
 import numpy as np
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# zlib's fastest level: on 48 panels of 256 x 256 attention it compresses 6x faster than the default 6 (30 ms
+# instead of 190 ms) for about a quarter more bytes, and a new input waits for the compression, not for the bytes.
+ZLIB_LEVEL = 1
 
 
 def _chunk(kind: bytes, data: bytes) -> bytes:
@@ -30,7 +33,7 @@ def indexed_png(indices: np.ndarray, palette: np.ndarray) -> bytes:
     rows = np.hstack([np.zeros((height, 1), dtype=np.uint8), indices])
     header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)  # 8-bit palette, no interlace
     return b"".join([_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"PLTE", palette.tobytes()),
-                     _chunk(b"IDAT", zlib.compress(rows.tobytes(), 6)), _chunk(b"IEND", b"")])
+                     _chunk(b"IDAT", zlib.compress(rows.tobytes(), ZLIB_LEVEL)), _chunk(b"IEND", b"")])
 
 
 def png_data_uri(indices: np.ndarray, palette: np.ndarray) -> str:
