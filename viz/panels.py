@@ -35,8 +35,9 @@ def set_colour_axis(fig, name, colorscale, cmin, cmax, title, right_of=None):
     instead of at the figure's right edge, so two colour bars in one figure each sit by their own panels.
     """
     colorbar = dict(title=dict(text=safe_label(title)), thickness=14)
-    if right_of is not None:
+    if right_of is not None:  # between two panels: a title written upwards takes one line's width, not a word's
         colorbar.update(x=fig.get_subplot(*right_of).xaxis.domain[1] + 0.01, xanchor="left", len=0.9)
+        colorbar["title"]["side"] = "right"
     fig.update_layout({name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)})
 
 
