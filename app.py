@@ -45,6 +45,8 @@ VIEWS = {
     "ablation": "Ablation",
     "training": "Training",
 }
+# On a projector (lecture mode, larger text) the full labels no longer fit the view picker's one row at 1280 pixels.
+LECTURE_VIEW_LABELS = {**VIEWS, "positional": "Positions"}
 # transformer's kind keys (used in the URL) -> viz's kind names (used by its multi-kind tables).
 VIZ_KIND = dict(zip(ATTENTION_KINDS, viz.KINDS))
 KIND_LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
@@ -1021,7 +1023,8 @@ def main() -> None:
     # The views and the lecture switch head the page: the content starts right under them, even on a projector.
     top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
     settle("view", VIEWS, "attention")
-    view = top.segmented_control("View", VIEWS, format_func=VIEWS.get, key="view", required=True,
+    labels = LECTURE_VIEW_LABELS if st.session_state.lecture else VIEWS
+    view = top.segmented_control("View", VIEWS, format_func=labels.get, key="view", required=True,
                                  label_visibility="collapsed")
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
