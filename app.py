@@ -319,7 +319,6 @@ def decoding_steps(path: str, version: int, text: str) -> dict:
     return {
         "src_tokens": checkpoint.src_tokenizer.pieces(src_ids),
         "prefix_tokens": pieces(decoder_input),
-        "tokens": pieces([step.token_id for step in steps]),
         "top": [[(piece, prob) for piece, prob in zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])]
                 for step in steps],
         # (layers, heads, steps, src_len)
@@ -639,7 +638,7 @@ def decoding_view(page: Page) -> None:
     """Greedy generation, one token at a time: the step's cross-attention, the causal mask growing, the
     candidates."""
     steps = decoding_steps(page.path, page.version, page.text)
-    count = len(steps["tokens"])
+    count = len(steps["prefix_tokens"])  # one decoder input piece per step
     step = settle("step", range(count), 0)
     if count > 1:
         row = controls()

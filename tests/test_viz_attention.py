@@ -121,6 +121,9 @@ def test_compare_shows_both_heads_and_their_difference_on_a_centred_scale():
     np.testing.assert_allclose(_trace(fig, "difference").z, a - b)
     limit = np.abs(a - b).max()
     assert (fig.layout.coloraxis2.cmin, fig.layout.coloraxis2.cmax) == (-limit, limit)
+    # the weight bar stands between panels 2 and 3: its title runs upwards so that it stays out of panel 3
+    assert fig.layout.coloraxis.colorbar.x < fig.layout.xaxis3.domain[0]
+    assert fig.layout.coloraxis.colorbar.title.side == "right"
     assert [a.text for a in fig.layout.annotations] == ["L0 H1", "&lt;i&gt;L2&lt;/i&gt;",
                                                         "L0 H1 − &lt;i&gt;L2&lt;/i&gt;"]
 
