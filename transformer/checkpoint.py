@@ -50,6 +50,7 @@ class ModelCard:
     history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric", ...}
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
+    decoding: dict = field(default_factory=dict)  # how the app decodes by default: {"beam_size", "length_penalty"}
 
     @classmethod
     def from_dict(cls, values: object, source: str = CARD_FILE) -> ModelCard:
@@ -69,6 +70,10 @@ class ModelCard:
             raise CheckpointError(f"{source}: every metric must be a number")
         if not all(isinstance(v, str) for v in card.examples):
             raise CheckpointError(f"{source}: examples must be strings")
+        beam, penalty = card.decoding.get("beam_size", 1), card.decoding.get("length_penalty", 0.6)
+        if set(card.decoding) - {"beam_size", "length_penalty"} or not (
+                type(beam) is int and 1 <= beam <= 16 and type(penalty) in (int, float) and 0 <= penalty <= 2):
+            raise CheckpointError(f"{source}: decoding takes beam_size (1-16) and length_penalty (0-2) only")
         if not all(isinstance(s, dict) and _SNAPSHOT_NAME.match(str(s.get("name", ""))) for s in card.snapshots):
             raise CheckpointError(f"{source}: each snapshot needs a plain 'name' (letters, digits, '.', '_', '-')")
         return card

@@ -93,6 +93,12 @@ def split_dev(
     return train, dev
 
 
+def joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` pairs, each 2-3 random pairs of `pairs` joined by a space on both sides: inputs longer than a corpus of
+    short sentences holds, whose translation is still known (each part in turn)."""
+    return [tuple(" ".join(side) for side in zip(*rng.sample(pairs, rng.choice((2, 3))))) for _ in range(count)]
+
+
 def token_batches(
     examples: Sequence[Example], max_tokens: int, rng: random.Random | None
 ) -> list[list[int]]:

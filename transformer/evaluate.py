@@ -1,7 +1,9 @@
 """Quality of a checkpoint on inputs it did not train on: `python -m transformer.evaluate checkpoints/NAME`.
 
 reverse: fresh random strings of every length 1-30; dates: fresh dates in every format; translate: the dev split of
-the training corpus, rebuilt from what the card records (the corpus must be at the recorded path, or pass --data).
+the training corpus, rebuilt from what the card records (the corpus must be at the recorded path, or pass --data),
+scored by BLEU and chrF overall and by source length in words. A corpus of short sentences has no long dev inputs, so
+translation is also scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import sacrebleu
 import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
-from .data import read_parallel, source_ids, split_dev
+from .data import joined_pairs, read_parallel, source_ids, split_dev
 from .decoding import beam_search, greedy
 from .model import Transformer
 from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_example
@@ -28,11 +30,13 @@ METRICS = {"reverse": "exact_match", "dates": "exact_match", "translate": "bleu"
 # as corpus BLEU on the dev split.
 FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0}
 FRESH_SEED = 20261122  # fresh test inputs: a seed no training run uses
+LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))  # source words, for translation's breakdown by length
+JOINED_DEV_PAIRS = 1000  # long translation inputs made by joining dev pairs
 
 
 def translate_texts(
     model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, texts: Sequence[str],
-    batch_size: int = 256, beam_size: int = 1,
+    batch_size: int = 256, beam_size: int = 1, length_penalty: float = 0.6,
 ) -> list[str]:
     """Translate many texts, batched by similar length; outputs in input order."""
     config = model.config
@@ -46,7 +50,7 @@ def translate_texts(
         for row, i in enumerate(chunk):
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
         limit = 2 * width + 10  # outputs are never much longer than inputs: don't let a poor model ramble
-        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(model, src, beam_size, limit)
+        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(model, src, beam_size, limit, length_penalty)
         for row, i in enumerate(chunk):
             outputs[i] = tgt_tokenizer.decode(decoded[row].tolist())
     return outputs
@@ -57,6 +61,17 @@ def score(task: str, predictions: Sequence[str], references: Sequence[str]) -> f
     if METRICS[task] == "bleu":
         return float(sacrebleu.corpus_bleu(list(predictions), [list(references)]).score)
     return sum(p == r for p, r in zip(predictions, references)) / max(len(references), 1)
+
+
+def chrf(predictions: Sequence[str], references: Sequence[str]) -> float:
+    return float(sacrebleu.corpus_chrf(list(predictions), [list(references)]).score)
+
+
+def length_bucket(source: str) -> str:
+    """The breakdown's case for a translation input: "1-5 words", ..., "16+ words"."""
+    words = len(source.split())
+    low, high = next((low, high) for low, high in LENGTH_BUCKETS if high is None or words <= high)
+    return f"{low}-{high} words" if high else f"{low}+ words"
 
 
 def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tuple[str, str, str]]:
@@ -70,30 +85,44 @@ def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tup
 
 
 def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | None = None) -> list[tuple[str, str, str]]:
-    """(case, source, target): fresh synthetic inputs, or the translation corpus's dev split as one case."""
+    """(case, source, target): fresh synthetic inputs, or the translation corpus's dev split by source length."""
     training = checkpoint.card.training
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
     pairs = read_parallel(data or training["data"], training.get("data_target"))
-    return [("dev split", source, target) for source, target in split_dev(pairs, training["dev_fraction"],
-                                                                             training["split_seed"])[1]]
+    dev = split_dev(pairs, training["dev_fraction"], training["split_seed"])[1]
+    return [(length_bucket(source), source, target) for source, target in dev]
 
 
-def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1) -> dict:
-    """The task's metric overall and per case, the worst case, whether the floor is met, and the errors."""
+def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIRS) -> list[tuple[str, str, str]]:
+    """Long translation inputs the corpus lacks: 2-3 dev pairs joined, cased "joined, N words"."""
+    joined = joined_pairs([(source, target) for _, source, target in cases], count, random.Random(FRESH_SEED))
+    return [(f"joined, {length_bucket(source)}", source, target) for source, target in joined]
+
+
+def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1,
+             length_penalty: float = 0.6) -> dict:
+    """The task's metric overall and per case, the worst case, whether the floor is met, and the errors.
+    Translation: overall BLEU and chrF over the cases not named "joined", whose scores stand apart in per_case."""
     task = checkpoint.card.task
     predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
-                                  [source for _, source, _ in cases], beam_size=beam_size)
+                                  [source for _, source, _ in cases], beam_size=beam_size, length_penalty=length_penalty)
     by_case: dict[str, tuple[list[str], list[str]]] = {}
     for (case, _, target), prediction in zip(cases, predictions):
         by_case.setdefault(case, ([], []))[0].append(prediction)
         by_case[case][1].append(target)
-    per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in by_case.items()}
-    worst = min(per_case.values())
-    return {"metric": METRICS[task], "overall": score(task, predictions, [target for _, _, target in cases]),
-            "per_case": per_case, "worst": worst, "floor": FLOORS[task], "meets_floor": worst >= FLOORS[task],
-            "inputs": len(cases),
-            "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
+    per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in sorted(by_case.items())}
+    main = [(p, target) for (case, _, target), p in zip(cases, predictions) if not case.startswith("joined")]
+    overall = score(task, [p for p, _ in main], [target for _, target in main])
+    # Translation's floor is on corpus BLEU; the synthetic tasks' is on every case.
+    worst = overall if task == "translate" else min(per_case.values())
+    result = {"metric": METRICS[task], "overall": overall, "per_case": per_case, "worst": worst, "floor": FLOORS[task],
+              "meets_floor": worst >= FLOORS[task], "inputs": len(main), "beam_size": beam_size,
+              "length_penalty": length_penalty,
+              "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
+    if task == "translate":
+        result["chrf"] = chrf([p for p, _ in main], [target for _, target in main])
+    return result
 
 
 def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
@@ -101,7 +130,12 @@ def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
     card = checkpoint.card
     name = "fresh_exact_match" if result["metric"] == "exact_match" else "dev_bleu"
     card.metrics[name] = round(result["overall"], 4)
-    if len(result["per_case"]) > 1:
+    if "chrf" in result:
+        card.metrics["dev_chrf"] = round(result["chrf"], 4)
+        for case, value in result["per_case"].items():  # "1-5 words" -> dev_bleu_1-5_words
+            card.metrics[f"dev_bleu_{case.replace(', ', '_').replace(' ', '_')}"] = round(value, 4)
+        card.decoding = {"beam_size": result["beam_size"], "length_penalty": result["length_penalty"]}
+    elif len(result["per_case"]) > 1:
         card.metrics[f"{name}_worst_case"] = round(result["worst"], 4)
     card.metrics["evaluated_inputs"] = result["inputs"]
     card.training["evaluated_by"] = command
@@ -114,15 +148,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--per-case", type=int, default=200, help="synthetic inputs per length or per date format")
     parser.add_argument("--data", help="corpus path, if not where the card says (translate only)")
     parser.add_argument("--beam-size", type=int, default=1)
+    parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
+    parser.add_argument("--joined", action="store_true", help="translate: also score long inputs of 2-3 joined dev pairs")
     parser.add_argument("--show", type=int, default=5, help="print this many errors")
     parser.add_argument("--record", action="store_true", help="write the figures into the checkpoint's card.json")
     args = parser.parse_args(argv)
 
     checkpoint = Checkpoint(args.checkpoint)
     start = time.perf_counter()
-    result = evaluate(checkpoint, evaluation_cases(checkpoint, args.per_case, args.data), args.beam_size)
-    print(f"{checkpoint.name}: {result['metric']} = {result['overall']:.4f} on {result['inputs']} unseen inputs "
-          f"({time.perf_counter() - start:.1f} s, beam {args.beam_size})")
+    cases = evaluation_cases(checkpoint, args.per_case, args.data)
+    if args.joined:
+        cases += joined_cases(cases)
+    result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty)
+    chrf_text = f", chrF {result['chrf']:.2f}" if "chrf" in result else ""
+    print(f"{checkpoint.name}: {result['metric']} = {result['overall']:.4f}{chrf_text} on {result['inputs']} unseen "
+          f"inputs ({time.perf_counter() - start:.1f} s, beam {args.beam_size}, length penalty {args.length_penalty})")
     if len(result["per_case"]) > 1:
         for case, value in result["per_case"].items():
             print(f"  {case:<24} {value:.4f}")

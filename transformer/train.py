@@ -12,11 +12,13 @@ interrupted run from its last evaluation.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
 import random
 import shlex
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,9 +30,10 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .checkpoint import SNAPSHOT_DIR, ModelCard, save_checkpoint
+from .checkpoint import (CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
+                         ModelCard, load_weights, save_checkpoint)
 from .config import TransformerConfig
-from .data import collate, read_parallel, source_ids, split_dev, target_ids, token_batches
+from .data import collate, joined_pairs, read_parallel, source_ids, split_dev, target_ids, token_batches
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
 from .tasks import generate
@@ -94,6 +97,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--eval-every", type=int, default=500, help="steps between dev evaluations")
     train.add_argument("--dev-eval-size", type=int, default=1000, help="dev pairs decoded at each evaluation")
     train.add_argument("--snapshots", default="0,0.02,0.1,0.3", help="fractions of training to keep as snapshots")
+    train.add_argument("--snapshot-metrics", default="",
+                       help="instead of --snapshots: keep the first state, the first evaluation whose dev metric "
+                            "exceeds each of these values (e.g. 5,20) and the last evaluation before the final one")
+    train.add_argument("--init-from", type=Path,
+                       help="continue from this checkpoint folder: its weights, architecture, tokenizers, history "
+                            "and snapshots, with a fresh optimizer, warm-up and cool-down")
+    train.add_argument("--concat", type=float, default=0.0,
+                       help="translate: add this share of extra training pairs made of 2-3 pairs joined, so the "
+                            "model meets inputs longer than the corpus's sentences")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--resume", action="store_true",
                        help=f"continue from OUT/{RESUME_FILE} (written at each evaluation) if present, e.g. with more --steps")
@@ -121,6 +133,7 @@ class Progress:
     elapsed_s: float = 0.0
     history: list[dict] = field(default_factory=list)
     snapshots: list[dict] = field(default_factory=list)
+    step_offset: int = 0  # steps of the run this one continues (--init-from): history and snapshots count them
 
 
 def learning_rate(step: int, peak: float, warmup: int, total: int = 0, cooldown: float = 0.0) -> float:
@@ -145,9 +158,13 @@ def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tu
 
 
 def build_tokenizers(args: argparse.Namespace, train_pairs: list[tuple[str, str]], rank: int) -> tuple[Tokenizer, Tokenizer]:
-    """Rank 0 trains the sentencepiece models into the checkpoint folder; every rank then loads them."""
-    src_path, tgt_path = args.out / "src.model", args.out / "tgt.model"
-    if rank == 0 and not (args.resume and src_path.exists() and tgt_path.exists()):
+    """Rank 0 trains the sentencepiece models into the checkpoint folder (or copies those of --init-from); every
+    rank then loads them."""
+    src_path, tgt_path = args.out / SRC_TOKENIZER_FILE, args.out / TGT_TOKENIZER_FILE
+    if rank == 0 and args.init_from and args.init_from.resolve() != args.out.resolve():
+        for path in (src_path, tgt_path):
+            shutil.copyfile(args.init_from / path.name, path)
+    elif rank == 0 and not args.init_from and not (args.resume and src_path.exists() and tgt_path.exists()):
         options = dict(vocab_size=args.vocab_size, seed=args.seed)
         if args.task != "translate":  # characters are the natural units of the synthetic tasks
             options.update(model_type="char", add_dummy_prefix=False)
@@ -193,9 +210,8 @@ def save_state_dict(model: Transformer, path: Path, half: bool = False) -> None:
     torch.save(state, path)
 
 
-def main(argv: list[str] | None = None) -> Transformer:
-    """Train as the command line says; returns this rank's trained model (the last state, not the best)."""
-    args = parse_args(argv)
+def setup_distributed(args: argparse.Namespace) -> tuple[int, int, torch.device]:
+    """(world size, rank, device): one process, or one rank of a torchrun launch."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     device = torch.device(args.device)
@@ -204,23 +220,70 @@ def main(argv: list[str] | None = None) -> Transformer:
             device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
             torch.cuda.set_device(device)
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return world, rank, device
+
+
+def build_config(args: argparse.Namespace, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TransformerConfig:
+    """The architecture: the --init-from checkpoint's, or the one the options describe."""
+    if args.init_from:
+        return TransformerConfig.load(args.init_from / CONFIG_FILE)
+    return TransformerConfig(
+        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=args.d_model,
+        num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers, d_ff=args.d_ff,
+        dropout=args.dropout, max_len=args.max_len, norm_first=args.norm_first, positional=args.positional,
+        activation=args.activation, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, share_embeddings=args.shared_vocab,
+    )
+
+
+def continued_progress(args: argparse.Namespace) -> Progress:
+    """What an --init-from run inherits: the earlier run's curve and snapshots, its steps counted before ours."""
+    card = ModelCard.from_dict(json.loads((args.init_from / CARD_FILE).read_text(encoding="utf-8")))
+    earlier_steps = max([entry["step"] for entry in card.history] + [int(card.training.get("steps", 0))])
+    if args.init_from.resolve() != args.out.resolve():
+        for snapshot in card.snapshots:
+            file = f"{snapshot['name']}.pt"
+            shutil.copyfile(args.init_from / SNAPSHOT_DIR / file, args.out / SNAPSHOT_DIR / file)
+    return Progress(step_offset=earlier_steps, history=list(card.history), snapshots=list(card.snapshots),
+                    elapsed_s=card.wall_time_s)
+
+
+def encode_examples(args, pairs: list[tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer) -> list:
+    return [(source_ids(src_tok, s, args.max_len)[0], target_ids(tgt_tok, t, args.max_len)) for s, t in pairs]
+
+
+def select_snapshots(progress: Progress, thresholds: list[float], folder: Path) -> None:
+    """Keep the snapshots that show the model forming: the first state, the first whose dev metric exceeds each
+    threshold, and the last one before the best (final) weights; delete the files of the others."""
+    snapshots = sorted(progress.snapshots, key=lambda s: s["step"])
+    best_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
+    earlier = [s for s in snapshots if s["step"] < best_step]
+    keep = {id(earlier[0]), id(earlier[-1])} if earlier else set()
+    for threshold in thresholds:
+        above = [s for s in earlier if s["dev_metric"] > threshold]
+        keep |= {id(above[0])} if above else set()
+    for snapshot in snapshots:
+        if id(snapshot) not in keep:
+            (folder / f"{snapshot['name']}.pt").unlink(missing_ok=True)
+    progress.snapshots = [s for s in snapshots if id(s) in keep]
+
+
+def main(argv: list[str] | None = None) -> Transformer:
+    """Train as the command line says; returns this rank's trained model (the last state, not the best)."""
+    args = parse_args(argv)
+    world, rank, device = setup_distributed(args)
     torch.manual_seed(args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / SNAPSHOT_DIR).mkdir(exist_ok=True)
 
     train_pairs, dev_pairs = load_pairs(args)
     src_tok, tgt_tok = build_tokenizers(args, train_pairs, rank)
-    encode = lambda pairs: [(source_ids(src_tok, s, args.max_len)[0], target_ids(tgt_tok, t, args.max_len)) for s, t in pairs]  # noqa: E731
-    train_examples = encode(train_pairs)
+    config = build_config(args, src_tok, tgt_tok)
+    args.max_len = config.max_len
+    extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), random.Random(args.seed))
+    train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
     dev_eval_pairs = dev_pairs[: args.dev_eval_size]
-    dev_eval_examples = encode(dev_eval_pairs)
+    dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
 
-    config = TransformerConfig(
-        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=args.d_model,
-        num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers, d_ff=args.d_ff,
-        dropout=args.dropout, max_len=args.max_len, norm_first=args.norm_first, positional=args.positional,
-        activation=args.activation, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, share_embeddings=args.shared_vocab,
-    )
     model = Transformer(config).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
     progress = Progress()
@@ -231,36 +294,56 @@ def main(argv: list[str] | None = None) -> Transformer:
         optimizer.load_state_dict(saved["optimizer"])
         progress = Progress(**saved["progress"])
         torch.set_rng_state(saved["rng"])
+    elif args.init_from:
+        model.load_state_dict(load_weights(args.init_from / WEIGHTS_FILE))
+        progress = continued_progress(args) if rank == 0 else Progress()
     trained = DistributedDataParallel(model) if world > 1 else model
-    snapshot_at = {round(float(f) * args.steps): f"step_{round(float(f) * args.steps):06d}"
-                   for f in args.snapshots.split(",") if f.strip() and float(f) < 1}
+    thresholds = [float(t) for t in args.snapshot_metrics.split(",") if t.strip()]
+    fractions = "0" if thresholds else args.snapshots
+    snapshot_at = {round(float(f) * args.steps) for f in fractions.split(",") if f.strip() and float(f) < 1}
+    total_steps = progress.step_offset + args.steps
 
-    def record_eval(train_loss: float) -> None:
+    def save_snapshot(metric: float) -> None:
+        step = progress.step_offset + progress.step
+        name = f"step_{step:06d}"
+        if any(s["name"] == name for s in progress.snapshots):
+            return
+        save_state_dict(model, args.out / SNAPSHOT_DIR / f"{name}.pt", half=True)
+        progress.snapshots.append({"name": name, "step": step, "fraction": round(step / total_steps, 4),
+                                   "dev_metric": round(metric, 4)})
+
+    def record_eval(train_loss: float | None) -> None:
         metrics = evaluate(model, args, dev_eval_examples, dev_eval_pairs, src_tok, tgt_tok, device)
-        progress.history.append({"step": progress.step, "train_loss": round(train_loss, 4),
-                                 "dev_loss": round(metrics["dev_loss"], 4), "dev_metric": round(metrics["dev_metric"], 4)})
+        entry = {"step": progress.step_offset + progress.step, "dev_loss": round(metrics["dev_loss"], 4),
+                 "dev_metric": round(metrics["dev_metric"], 4)}
+        if train_loss is not None:
+            entry["train_loss"] = round(train_loss, 4)
+        if not any(e["step"] == entry["step"] for e in progress.history):
+            progress.history.append(entry)
         if metrics["dev_metric"] >= progress.best_metric:
             progress.best_metric = metrics["dev_metric"]
             save_state_dict(model, args.out / "model.pt")
             config.save(args.out / "config.json")
+        if thresholds:
+            save_snapshot(metrics["dev_metric"])
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "progress": vars(progress), "rng": torch.get_rng_state()}, resume_path)
         if bar is not None:
-            bar.write(f"step {progress.step}: {progress.history[-1]}")
+            bar.write(f"step {entry['step']}: {entry}")
 
     bar = None if rank or args.quiet else tqdm(total=args.steps, initial=progress.step, unit="step", file=sys.stderr)
+    if rank == 0 and args.init_from and progress.step == 0:
+        record_eval(None)  # the inherited weights: the curve's link between the two runs, and a snapshot candidate
     start, tokens_seen, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
     model.train()
     while progress.step < args.steps:
         batches = token_batches(train_examples, args.max_tokens, random.Random(args.seed * 100_003 + progress.epoch))
         mine = batches[rank : len(batches) - len(batches) % world : world]  # equal count per rank for DDP
         for batch in mine[progress.batch_in_epoch :]:
-            if rank == 0 and progress.step in snapshot_at and not any(s["step"] == progress.step for s in progress.snapshots):
-                name = snapshot_at[progress.step]
-                save_state_dict(model, args.out / SNAPSHOT_DIR / f"{name}.pt", half=True)
-                metric = evaluate(model, args, dev_eval_examples[:200], dev_eval_pairs[:200], src_tok, tgt_tok, device)["dev_metric"]
-                progress.snapshots.append({"name": name, "step": progress.step,
-                                           "fraction": round(progress.step / args.steps, 4), "dev_metric": round(metric, 4)})
+            if rank == 0 and progress.step in snapshot_at:
+                size = None if thresholds else 200  # fixed fractions: a quick figure for the card
+                save_snapshot(evaluate(model, args, dev_eval_examples[:size], dev_eval_pairs[:size], src_tok, tgt_tok,
+                                       device)["dev_metric"])
             src, tgt = (t.to(device) for t in collate([train_examples[i] for i in batch], PAD_ID))
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup, args.steps, args.cooldown)
@@ -291,6 +374,8 @@ def main(argv: list[str] | None = None) -> Transformer:
     if bar is not None:
         bar.close()
     if rank == 0:
+        if thresholds:
+            select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR)
         write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok)
     if world > 1:
         dist.barrier()
@@ -300,9 +385,9 @@ def main(argv: list[str] | None = None) -> Transformer:
 
 def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok) -> None:
     """Final metric of the best weights on the whole dev set, and everything the app and a reader need."""
-    config = TransformerConfig.load(args.out / "config.json")
+    config = TransformerConfig.load(args.out / CONFIG_FILE)
     model = Transformer(config)
-    model.load_state_dict(torch.load(args.out / "model.pt", weights_only=True))
+    model.load_state_dict(torch.load(args.out / WEIGHTS_FILE, weights_only=True))
     model.eval()
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
     metric = score(args.task, predictions, [t for _, t in dev_pairs])
@@ -310,21 +395,26 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {world} process(es), torch {torch.__version__}"
     if device.type == "cuda":
         machine += f", {torch.cuda.get_device_name(device)}"
-    examples = args.examples or [s for s, _ in dev_pairs[:8]]
+    command = f"{launcher} {shlex.join(args.argv)}"
+    training = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "argv"}
+    training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
+    if args.init_from:
+        earlier = ModelCard.from_dict(json.loads((args.init_from / CARD_FILE).read_text(encoding="utf-8")))
+        command = f"{earlier.training_command}\n{command}"
     card = ModelCard(
         name=args.out.name,
         task=args.task,
         description=args.description or DESCRIPTIONS[args.task],
         data=args.data_credit or f"Generated by transformer/tasks.py (train seed {args.seed}, dev seed {args.seed + 1}).",
         metrics={f"dev_{METRICS[args.task]}": round(metric, 4), "train_pairs": len(train_pairs), "dev_pairs": len(dev_pairs)},
-        examples=examples,
-        training_command=f"{launcher} {shlex.join(args.argv)}",
+        examples=args.examples or [s for s, _ in dev_pairs[:8]],
+        training_command=command,
         wall_time_s=round(progress.elapsed_s, 1),
         machine=machine,
         parameters=model.num_parameters(),
         history=progress.history,
         snapshots=progress.snapshots,
-        training={key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "argv"},
+        training=training,
     )
     save_checkpoint(args.out, model, card, src_tok, tgt_tok)
     print(f"{args.out}: dev {METRICS[args.task]} {metric:.4f} on {len(dev_pairs)} pairs, "
