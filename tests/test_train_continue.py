@@ -1,0 +1,61 @@
+"""Continuing a checkpoint (--init-from), snapshots chosen by what they show, and long inputs made of joined pairs."""
+import json
+import random
+
+import torch
+
+from conftest import TINY_TRAINING
+from transformer.checkpoint import load_checkpoint, load_weights
+from transformer.data import joined_pairs
+from transformer.evaluate import length_bucket
+from transformer.train import Progress, main, select_snapshots
+
+
+def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
+    main(TINY_TRAINING + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5"])
+    first = json.loads((tmp_path / "first" / "card.json").read_text())
+    continued = main(TINY_TRAINING + ["--out", str(tmp_path / "second"), "--init-from", str(tmp_path / "first"),
+                                      "--steps", "20", "--snapshots", "0"])
+    card = json.loads((tmp_path / "second" / "card.json").read_text())
+    steps = [entry["step"] for entry in card["history"]]
+    assert steps == [10, 20, 30, 40]  # the first run's evaluations, then ours counted after its 20 steps
+    assert card["history"][:2] == first["history"]
+    assert [s["step"] for s in card["snapshots"]] == [0, 10, 20]  # the first run's two, then our start (step 20)
+    for snapshot in load_checkpoint(tmp_path / "second").snapshot_names():
+        assert (tmp_path / "second" / "snapshots" / f"{snapshot}.pt").is_file()
+    start = load_weights(tmp_path / "second" / "snapshots" / "step_000020.pt")  # fp16 copy of the inherited weights
+    inherited = load_weights(tmp_path / "first" / "model.pt")
+    best_of_first = max(first["history"], key=lambda e: e["dev_metric"])["step"]
+    if best_of_first == 20:  # model.pt of the first run is its last state exactly when that was its best
+        torch.testing.assert_close(start["generator.bias"], inherited["generator.bias"], atol=1e-3, rtol=1e-3)
+    assert not torch.equal(continued.generator.bias.detach(), inherited["generator.bias"])  # and it trained on
+    assert (tmp_path / "second" / "src.model").read_bytes() == (tmp_path / "first" / "src.model").read_bytes()
+    assert card["training_command"].splitlines()[0] == first["training_command"]
+    assert "--init-from" in card["training_command"].splitlines()[1]
+
+
+def test_select_snapshots_keeps_first_each_threshold_and_last_before_best(tmp_path):
+    metrics = {0: 0.0, 100: 3.0, 200: 7.0, 300: 12.0, 400: 25.0, 500: 30.0, 600: 31.0, 700: 29.0}
+    progress = Progress(history=[{"step": s, "dev_metric": m} for s, m in metrics.items()],
+                        snapshots=[{"name": f"step_{s:06d}", "step": s, "dev_metric": m} for s, m in metrics.items()])
+    for snapshot in progress.snapshots:
+        (tmp_path / f"{snapshot['name']}.pt").write_bytes(b"x")
+    select_snapshots(progress, [5, 20], tmp_path)
+    kept = [s["step"] for s in progress.snapshots]
+    assert kept == [0, 200, 400, 500]  # first state, first > 5, first > 20, last before the best (600)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step_{s:06d}.pt" for s in kept]
+
+
+def test_joined_pairs_join_both_sides_in_the_same_order():
+    pairs = [(f"s{i}", f"t{i}") for i in range(10)]
+    joined = joined_pairs(pairs, 50, random.Random(0))
+    assert len(joined) == 50
+    for source, target in joined:
+        parts = source.split()
+        assert 2 <= len(parts) <= 3 and len(set(parts)) == len(parts)
+        assert target.split() == [part.replace("s", "t") for part in parts]
+
+
+def test_length_buckets():
+    assert [length_bucket(" ".join("w" * n)) for n in (1, 5, 6, 10, 11, 15, 16, 40)] == [
+        "1-5 words", "1-5 words", "6-10 words", "6-10 words", "11-15 words", "11-15 words", "16+ words", "16+ words"]
