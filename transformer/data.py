@@ -22,8 +22,9 @@ from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
 
 # Input beyond this many characters per token of max_len is never read: NFKC is quadratic in a run of combining
-# marks (1,000,000 of them: over a minute), and no piece of our vocabularies is anywhere near 16 characters long.
-MAX_CHARS_PER_TOKEN = 16
+# marks (1,000,000 of them: over a minute). No piece of our vocabularies is near 32 characters long, and the app's
+# 1,000 characters always fit.
+MAX_CHARS_PER_TOKEN = 32
 _WHITESPACE_RUN = re.compile(r"\s+")
 
 # Apostrophe look-alikes, so that "don’t" and "don't" are one word to the tokenizer.
