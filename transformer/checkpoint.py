@@ -211,7 +211,8 @@ def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{path}: {error}") from None
     if tokenizer.vocab_size != vocab_size:
-        raise CheckpointError(f"{path}: vocabulary of {tokenizer.vocab_size} pieces, but {CONFIG_FILE} says {vocab_size}")
+        raise CheckpointError(f"{path}: vocabulary of {tokenizer.vocab_size} pieces, "
+                              f"but {CONFIG_FILE} says {vocab_size}")
     return tokenizer
 
 

@@ -2,7 +2,8 @@
 
 Every function returns or yields decoder sequences that start with BOS and end with EOS (unless `max_len` cut them
 off), right-padded with `pad_id` in a batch. `max_len` counts the whole sequence, BOS included, and never exceeds the
-model's own `config.max_len` (a bigger one is clamped to it; one below 2 is a ValueError). They switch gradients off themselves.
+model's own `config.max_len` (a bigger one is clamped to it; one below 2 is a ValueError). They switch gradients
+off themselves.
 
 Each step feeds only the new token and reuses earlier keys and values (`DecoderCache`), except while an ablation is
 on: "mean" ablation averages over all positions of a pass, so then every step re-runs the whole prefix.
