@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import TINY_TRAINING
-from transformer.checkpoint import load_checkpoint, load_weights
+from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
 from transformer.train import learning_rate, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,8 +73,9 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
                f"--master_port={port}", str(worker)] + TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
-    rank0, rank1 = load_weights(out / "rank0.pt"), load_weights(out / "rank1.pt")
-    initial = load_weights(out / "snapshots" / "step_000000.pt")
+    expected = expected_state(read_config(out), out)
+    rank0, rank1 = (load_weights(out / f"rank{rank}.pt", out, expected) for rank in (0, 1))
+    initial = load_weights(out / "snapshots" / "step_000000.pt", out, expected)
     assert rank0.keys() == rank1.keys()
     for name in rank0:
         torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)

@@ -5,7 +5,7 @@ import random
 import torch
 
 from conftest import TINY_TRAINING
-from transformer.checkpoint import load_checkpoint, load_weights
+from transformer.checkpoint import load_checkpoint
 from transformer.data import joined_pairs
 from transformer.evaluate import length_bucket
 from transformer.train import Progress, main, select_snapshots
@@ -23,8 +23,8 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     assert [s["step"] for s in card["snapshots"]] == [0, 10, 20]  # the first run's two, then our start (step 20)
     for snapshot in load_checkpoint(tmp_path / "second").snapshot_names():
         assert (tmp_path / "second" / "snapshots" / f"{snapshot}.pt").is_file()
-    start = load_weights(tmp_path / "second" / "snapshots" / "step_000020.pt")  # fp16 copy of the inherited weights
-    inherited = load_weights(tmp_path / "first" / "model.pt")
+    start = load_checkpoint(tmp_path / "second").load_snapshot("step_000020").state_dict()  # fp16 copy of our start
+    inherited = load_checkpoint(tmp_path / "first").model.state_dict()
     best_of_first = max(first["history"], key=lambda e: e["dev_metric"])["step"]
     if best_of_first == 20:  # model.pt of the first run is its last state exactly when that was its best
         torch.testing.assert_close(start["generator.bias"], inherited["generator.bias"], atol=1e-3, rtol=1e-3)

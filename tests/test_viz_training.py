@@ -51,3 +51,10 @@ def test_loss_curve_without_steps_uses_the_entry_index():
 def test_empty_history_says_so():
     fig = viz.loss_curve([])
     assert not fig.data and fig.layout.annotations[0].text == "no training history"
+
+
+def test_loss_curve_history_keys_are_shown_as_text():
+    history = [{"step": 1, "<b>loss</b>": 1.0, "<a href='https://example.com'>metric</a>": 0.5}]
+    names = [trace.name for trace in viz.loss_curve(history).data]
+    assert names == ["&lt;b&gt;loss&lt;/b&gt;", "&lt;a href='https://example.com'&gt;metric&lt;/a&gt;"]
+    assert all(trace.hovertemplate.startswith(trace.name) for trace in viz.loss_curve(history).data)

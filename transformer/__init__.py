@@ -1,7 +1,7 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
 from .capture import ablate, capture
-from .checkpoint import (Checkpoint, CheckpointError, ModelCard, Translation, checkpoint_folders, load_checkpoint,
-                         resolve_checkpoint)
+from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, Translation, checkpoint_folders,
+                         checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
 from .config import TransformerConfig
 from .decoding import Step, beam_search, decode_steps, greedy
 from .hooks import HookPoint, hook_points
@@ -14,12 +14,15 @@ __all__ = [
     "AttentionRecord",
     "Checkpoint",
     "CheckpointError",
+    "FolderStatus",
     "HookPoint",
     "ModelCard",
     "Step",
     "Translation",
     "beam_search",
     "checkpoint_folders",
+    "checkpoint_status",
+    "checkpoint_version",
     "decode_steps",
     "greedy",
     "load_checkpoint",

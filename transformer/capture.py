@@ -23,10 +23,21 @@ def capture(model: nn.Module, names: NameFilter = None) -> Iterator[AttentionRec
 
     Only this call sees what it records (a ContextVar, not state on the model); tensors are detached.
     """
+    _check_model(model, "capture")
+    if not (names is None or isinstance(names, str) or callable(names)
+            or (isinstance(names, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in names))):
+        raise TypeError("capture's names must be None (everything), a hook name or attention key such as "
+                        f"'decoder.0.cross', a list of those, or a predicate on hook names; got {names!r:.60}")
     points = select_hook_points(model, names)
     store: dict[str, torch.Tensor] = {}
     with extend_call(captures=(Capture(frozenset(points.values()), store),)):
         yield AttentionRecord(store, list(hook_points(model)))
+
+
+def _check_model(model: object, caller: str) -> None:
+    if not isinstance(model, nn.Module) or not hook_points(model):
+        raise TypeError(f"{caller} expects a Transformer (an nn.Module with hook points) as its model, "
+                        f"got {type(model).__name__}")
 
 
 def _ablation(heads: Sequence[int], mode: str):
@@ -50,11 +61,20 @@ def ablate(model: nn.Module, heads: Mapping[str, Sequence[int]], mode: str = "ze
     mode "zero" sets the heads' outputs to 0; "mean" replaces each with its mean over query positions. Per call,
     like `capture`: other threads running the same model are unaffected.
     """
-    if mode not in ABLATION_MODES:
-        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r}")
+    _check_model(model, "ablate")
+    if not isinstance(mode, str) or mode not in ABLATION_MODES:
+        raise ValueError(f"mode must be one of {ABLATION_MODES}, got {mode!r:.40}")
+    if not isinstance(heads, Mapping):
+        raise TypeError(f"heads must be a mapping such as {{'decoder.1.cross': [0, 2]}}, got {type(heads).__name__}")
     points = hook_points(model)
     edits = []
     for key, head_list in heads.items():
+        if not isinstance(key, str):
+            raise TypeError(f"heads' keys must be attention keys such as 'decoder.1.cross', got {key!r:.40}")
+        if not isinstance(head_list, (list, tuple, range, set, frozenset)) or not all(
+                isinstance(h, int) and not isinstance(h, bool) for h in head_list):
+            raise TypeError(f"heads[{key!r}] must be a list of head numbers (integers), got {head_list!r:.60}")
+        head_list = sorted(set(head_list))  # a head named twice is removed once
         name = f"{attention_path(key)}.hook_z"
         if name not in points:
             raise KeyError(f"{key!r} is not an attention block of this model")

@@ -1,36 +1,42 @@
 """A checkpoint is a folder: config.json, model.pt, src.model / tgt.model (sentencepiece), card.json, snapshots/.
 
 Loading never runs code from the folder: weights are read with `torch.load(..., weights_only=True)`, which refuses
-any pickle that would build something other than tensors. Every problem with a file raises `CheckpointError`
-naming that file. A folder of checkpoints is listed with `checkpoint_folders`, and a name from a user (a link, a
+any pickle that would build something other than tensors. Every file is read under the loading policy of
+safety.py (regular files inside the folder, size caps, bounded JSON, every field checked), and the weights are checked
+against the config (names, shapes, dtypes, storage sizes, finite values) before the model is built. Every problem
+raises `CheckpointError` naming the file and the field. `checkpoint_status` says which folders would load without
+reading any weights. A folder of checkpoints is listed with `checkpoint_folders`, and a name from a user (a link, a
 picker) becomes a path only through `resolve_checkpoint`, which never leads outside that folder.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import pickle
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import normalize, source_ids, target_ids
-from .decoding import beam_search, greedy
+from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids
+from .decoding import beam_search, check_beam_size, greedy
 from .model import Transformer
 from .record import AttentionRecord
+from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
+                     MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS, MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES,
+                     WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
+                     check_torch_zip, open_regular, read_bytes, read_json)
 from .tokenizer import UNK_ID, Tokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "config.json", "model.pt", "card.json"
 SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
 SNAPSHOT_DIR = "snapshots"
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-class CheckpointError(Exception):
-    """A checkpoint folder or one of its files is missing, broken or unsafe; the message names the file."""
 
 
 @dataclass
@@ -54,32 +60,61 @@ class ModelCard:
 
     @classmethod
     def from_dict(cls, values: object, source: str = CARD_FILE) -> ModelCard:
-        if not isinstance(values, dict):
-            raise CheckpointError(f"{source}: expected a JSON object")
-        expected = {f.name: f.type for f in fields(cls)}
-        unknown = sorted(set(values) - set(expected))
+        """A card from parsed JSON, every field type- and range-checked (the limits are in safety.py)."""
+        values = check_dict(values, source, 64)
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
         if unknown:
             raise CheckpointError(f"{source}: unknown field(s) {', '.join(unknown)}")
-        types = {"str": str, "float": (int, float), "int": int, "dict": dict, "list": list}
-        for name, value in values.items():
-            wanted = types[expected[name].split("[")[0]]
-            if not isinstance(value, wanted) or isinstance(value, bool):
-                raise CheckpointError(f"{source}: field {name!r} should be {expected[name]}, got {type(value).__name__}")
-        card = cls(**values)
-        if not all(isinstance(v, (int, float)) for v in card.metrics.values()):
-            raise CheckpointError(f"{source}: every metric must be a number")
-        if not all(isinstance(v, str) for v in card.examples):
-            raise CheckpointError(f"{source}: examples must be strings")
-        beam, penalty = card.decoding.get("beam_size", 1), card.decoding.get("length_penalty", 0.6)
-        if set(card.decoding) - {"beam_size", "length_penalty"} or not (
-                type(beam) is int and 1 <= beam <= 16 and type(penalty) in (int, float) and 0 <= penalty <= 2):
-            raise CheckpointError(f"{source}: decoding takes beam_size (1-16) and length_penalty (0-2) only")
-        if not all(isinstance(s, dict) and _SNAPSHOT_NAME.match(str(s.get("name", ""))) for s in card.snapshots):
-            raise CheckpointError(f"{source}: each snapshot needs a plain 'name' (letters, digits, '.', '_', '-')")
-        return card
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING
+                   and f.name not in values]
+        if missing:
+            raise CheckpointError(f"{source}: missing field(s) {', '.join(missing)}")
+        where = {name: f"{source}: field {name!r}" for name in values}
+        for name in ("name", "task", "machine"):
+            if name in values:
+                check_text(values[name], where[name], MAX_NAME_CHARS)
+        for name in ("description", "data", "training_command"):
+            if name in values:
+                check_text(values[name], where[name], MAX_TEXT_CHARS)
+        if "wall_time_s" in values:
+            check_number(values["wall_time_s"], where["wall_time_s"], minimum=0)
+        if "parameters" in values:
+            check_number(values["parameters"], where["parameters"], integer=True, minimum=0, maximum=MAX_PARAMETERS)
+        for key, value in check_dict(values.get("metrics", {}), f"{source}: field 'metrics'", MAX_METRICS).items():
+            check_number(value, f"{source}: metric {key!r}")
+        for example in check_list(values.get("examples", []), f"{source}: field 'examples'", MAX_EXAMPLES):
+            check_text(example, f"{source}: an example", MAX_EXAMPLE_CHARS)
+        for index, entry in enumerate(check_list(values.get("history", []), f"{source}: field 'history'", MAX_HISTORY)):
+            for key, value in check_dict(entry, f"{source}: history[{index}]", MAX_HISTORY_KEYS).items():
+                check_number(value, f"{source}: history[{index}][{key!r}]")
+        snapshots = check_list(values.get("snapshots", []), f"{source}: field 'snapshots'", MAX_SNAPSHOTS)
+        for index, snapshot in enumerate(snapshots):
+            _check_snapshot_entry(snapshot, f"{source}: snapshots[{index}]")
+        check_dict(values.get("training", {}), f"{source}: field 'training'", MAX_HISTORY_KEYS * 4)
+        decoding = check_dict(values.get("decoding", {}), f"{source}: field 'decoding'", 2)
+        if set(decoding) - {"beam_size", "length_penalty"}:
+            raise CheckpointError(f"{source}: field 'decoding' takes beam_size and length_penalty only")
+        check_number(decoding.get("beam_size", 1), f"{source}: decoding['beam_size']", integer=True, minimum=1,
+                     maximum=16)
+        check_number(decoding.get("length_penalty", 0.6), f"{source}: decoding['length_penalty']", minimum=0, maximum=2)
+        return cls(**values)
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _check_snapshot_entry(snapshot: object, where: str) -> None:
+    """{"name": a plain file name, "step": int >= 0, "fraction": in [0, 1], "dev_metric": a number (optional)}."""
+    snapshot = check_dict(snapshot, where, 8)
+    if not _SNAPSHOT_NAME.match(str(snapshot.get("name", ""))) or len(snapshot["name"]) > MAX_NAME_CHARS:
+        raise CheckpointError(f"{where}: each snapshot needs a plain 'name' (letters, digits, '.', '_', '-')")
+    unknown = sorted(set(snapshot) - {"name", "step", "fraction", "dev_metric"})
+    if unknown:
+        raise CheckpointError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    check_number(snapshot.get("step"), f"{where}['step']", integer=True, minimum=0)
+    check_number(snapshot.get("fraction"), f"{where}['fraction']", minimum=0, maximum=1)
+    if "dev_metric" in snapshot:
+        check_number(snapshot["dev_metric"], f"{where}['dev_metric']")
 
 
 @dataclass
@@ -98,19 +133,60 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
 
 
-def load_weights(path: Path) -> dict[str, torch.Tensor]:
-    """A state_dict of tensors from `path`, converted to fp32; pickles that would build anything else are refused."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: file is missing") from None
-    except pickle.UnpicklingError as error:
-        raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({error})") from None
-    except Exception as error:  # truncated or not a torch file at all
-        raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: {error})") from None
+def expected_state(config: TransformerConfig, source: Path) -> dict[str, torch.Tensor]:
+    """The names, shapes and dtypes of the state_dict `config` needs, from a model built on the meta device (no
+    memory); CheckpointError if the model would have more than MAX_PARAMETERS parameters."""
+    with torch.device("meta"):
+        model = Transformer(config)
+    if model.num_parameters() > MAX_PARAMETERS:
+        raise CheckpointError(f"{source}: the model would have {model.num_parameters():,} parameters, "
+                              f"more than the {MAX_PARAMETERS:,} allowed")
+    return model.state_dict()
+
+
+def load_weights(path: Path, folder: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The state_dict in `path`, checked against `expected` (names, shapes, dtypes, storage sizes, finite values)
+    before any tensor is converted, then converted to fp32. Only tensors are unpickled (weights_only), the file must
+    be a torch zip with nothing compressed, and no bigger than 4 bytes per expected value plus a little."""
+    max_bytes = 4 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
+    with open_regular(path, folder, max_bytes) as file:
+        check_torch_zip(file, path, max_members=2 * len(expected) + 16)
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as error:
+            raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({error})") from None
+        except Exception as error:  # truncated or not a torch file at all
+            raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: {error})") from None
+    check_state(state, expected, path)
+    return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}
+
+
+_FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def check_state(state: object, expected: dict[str, torch.Tensor], path: Path) -> None:
+    """CheckpointError unless `state` is a dict of exactly the expected tensors: same names and shapes, a float
+    dtype where a float is expected, contiguous and inside their storage (no small storage viewed as a big tensor),
+    with finite values."""
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: expected a state_dict (a dict of tensors)")
-    return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}
+    missing, unexpected = sorted(expected.keys() - state.keys()), sorted(state.keys() - expected.keys(), key=str)
+    if missing or unexpected:
+        raise CheckpointError(f"{path} does not match {CONFIG_FILE}: missing {missing[:3]}, unexpected "
+                              f"{[str(name)[:80] for name in unexpected[:3]]}")
+    for name, tensor in state.items():
+        want = expected[name]
+        if tuple(tensor.shape) != tuple(want.shape):
+            raise CheckpointError(f"{path} does not match {CONFIG_FILE}: {name} has shape {tuple(tensor.shape)}, "
+                                  f"the config needs {tuple(want.shape)}")
+        if tensor.dtype not in (_FLOAT_DTYPES if want.is_floating_point() else (want.dtype,)):
+            raise CheckpointError(f"{path}: {name} is {tensor.dtype}, expected a float tensor")
+        end = (tensor.storage_offset() + tensor.numel()) * tensor.element_size()
+        if not tensor.is_contiguous() or end > tensor.untyped_storage().nbytes():
+            raise CheckpointError(f"{path}: {name} is not a plain tensor over its own storage "
+                                  f"({tensor.untyped_storage().nbytes():,} bytes stored for {tuple(tensor.shape)})")
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise CheckpointError(f"{path}: {name} holds NaN or infinite values")
 
 
 def build_model(config: TransformerConfig, state: dict[str, torch.Tensor], source: Path) -> Transformer:
@@ -123,51 +199,53 @@ def build_model(config: TransformerConfig, state: dict[str, torch.Tensor], sourc
     return model.eval()
 
 
+def read_config(folder: Path) -> TransformerConfig:
+    path = folder / CONFIG_FILE
+    try:
+        return TransformerConfig.from_dict(read_json(path, folder, MAX_CONFIG_BYTES))
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{path}: {error}") from None
+
+
+def read_card(folder: Path) -> ModelCard:
+    return ModelCard.from_dict(read_json(folder / CARD_FILE, folder, MAX_CARD_BYTES), str(folder / CARD_FILE))
+
+
+def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
+    path = folder / file
+    try:
+        tokenizer = Tokenizer(path, model_bytes=read_bytes(path, folder, MAX_TOKENIZER_BYTES))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{path}: {error}") from None
+    if tokenizer.vocab_size != vocab_size:
+        raise CheckpointError(f"{path}: vocabulary of {tokenizer.vocab_size} pieces, "
+                              f"but {CONFIG_FILE} says {vocab_size}")
+    return tokenizer
+
+
 class Checkpoint:
-    """A loaded checkpoint folder: `.model` (eval mode; never mutated), `.config`, `.card`, the two tokenizers."""
+    """A loaded checkpoint folder: `.model` (eval mode; never mutated), `.config`, `.card`, the two tokenizers.
+
+    Every file is read under the loading policy of safety.py; the weights are checked against the config before
+    the model is built."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: no such checkpoint folder")
-        self.config = self._read_config()
-        self.card = self._read_card()
-        self.src_tokenizer = self._read_tokenizer(SRC_TOKENIZER_FILE, self.config.src_vocab_size)
-        self.tgt_tokenizer = self._read_tokenizer(TGT_TOKENIZER_FILE, self.config.tgt_vocab_size)
-        self.model = build_model(self.config, load_weights(self.path / WEIGHTS_FILE), self.path / WEIGHTS_FILE)
+        self.config = read_config(self.path)
+        self.card = read_card(self.path)
+        self._expected = expected_state(self.config, self.path / CONFIG_FILE)
+        self.src_tokenizer = read_tokenizer(self.path, SRC_TOKENIZER_FILE, self.config.src_vocab_size)
+        self.tgt_tokenizer = read_tokenizer(self.path, TGT_TOKENIZER_FILE, self.config.tgt_vocab_size)
+        self.model = self._build(self.path / WEIGHTS_FILE)
 
     @property
     def name(self) -> str:
         return self.path.name
 
-    def _read_json(self, file: str) -> object:
-        path = self.path / file
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise CheckpointError(f"{path}: file is missing") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise CheckpointError(f"{path}: not valid JSON ({error})") from None
-
-    def _read_config(self) -> TransformerConfig:
-        try:
-            return TransformerConfig.from_dict(self._read_json(CONFIG_FILE))
-        except (TypeError, ValueError) as error:
-            raise CheckpointError(f"{self.path / CONFIG_FILE}: {error}") from None
-
-    def _read_card(self) -> ModelCard:
-        return ModelCard.from_dict(self._read_json(CARD_FILE), str(self.path / CARD_FILE))
-
-    def _read_tokenizer(self, file: str, vocab_size: int) -> Tokenizer:
-        try:
-            tokenizer = Tokenizer(self.path / file)
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"{self.path / file}: {error}") from None
-        if tokenizer.vocab_size != vocab_size:
-            raise CheckpointError(
-                f"{self.path / file}: vocabulary of {tokenizer.vocab_size} pieces, but {CONFIG_FILE} says {vocab_size}"
-            )
-        return tokenizer
+    def _build(self, weights: Path) -> Transformer:
+        return build_model(self.config, load_weights(weights, self.path, self._expected), weights)
 
     def snapshot_names(self) -> list[str]:
         return [snapshot["name"] for snapshot in self.card.snapshots]
@@ -176,34 +254,45 @@ class Checkpoint:
         """The model as it was at an earlier point of training (a name from `snapshot_names()`), in eval mode."""
         if name not in self.snapshot_names():
             raise CheckpointError(f"{self.path / CARD_FILE}: no snapshot named {name!r}")
-        path = self.path / SNAPSHOT_DIR / f"{name}.pt"
-        return build_model(self.config, load_weights(path), path)
+        return self._build(self.path / SNAPSHOT_DIR / f"{name}.pt")
 
     def _source(self, text: str) -> tuple[list[int], int]:
         """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
         the user) when nothing of it is left to read."""
-        ids, cut = source_ids(self.src_tokenizer, _checked(text), self.config.max_len)
+        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.config.max_len)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
         return ids, cut
+
+    def _checked(self, text: str) -> str:
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        if not normalize(bounded(text, self.config.max_len)[0]):
+            raise ValueError("The input is empty: type a sentence (spaces alone are not enough).")
+        return text
 
     def encode(self, text: str, side: str = "src") -> list[int]:
         """Ids exactly as the model sees them: source = pieces + EOS; target = BOS + pieces + EOS."""
         if side == "src":
             return self._source(text)[0]
         if side == "tgt":
-            return target_ids(self.tgt_tokenizer, _checked(text), self.config.max_len)
+            return target_ids(self.tgt_tokenizer, self._checked(text), self.config.max_len)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
     def translate(self, text: str, beam_size: int = 1, max_len: int | None = None, model: Transformer | None = None) -> Translation:
         """Decode `text` (greedy when beam_size is 1), then capture one forward pass over the result.
 
         `model` runs another set of weights with this checkpoint's tokenizers (e.g. a training snapshot)."""
+        check_beam_size(beam_size)
         model = model or self.model
         ids, cut = self._source(text)
         warnings = []
-        if cut:
+        if bounded(text, self.config.max_len)[1]:
+            limit = self.config.max_len * MAX_CHARS_PER_TOKEN
+            warnings.append(f"The input is longer than this model reads (at most {len(ids) - 1} tokens): the "
+                            f"characters after the first {limit:,} were cut off.")
+        elif cut:
             warnings.append(
                 f"The input is {len(ids) - 1 + cut} tokens long but this model reads at most {len(ids) - 1}: "
                 f"the last {cut} were cut off."
@@ -233,14 +322,6 @@ class Checkpoint:
         )
 
 
-def _checked(text: str) -> str:
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}")
-    if not normalize(text):
-        raise ValueError("The input is empty: type a sentence (spaces alone are not enough).")
-    return text
-
-
 def load_checkpoint(path: str | Path) -> Checkpoint:
     return Checkpoint(path)
 
@@ -266,6 +347,67 @@ def resolve_checkpoint(root: str | Path, name: str) -> Path:
     if Path(name).name != name or not _is_checkpoint_folder(root, root / name):  # name: a bare name, no separator
         raise CheckpointError(f"{root}: no checkpoint folder named {name!r}")
     return root / name
+
+
+class FolderStatus(NamedTuple):
+    name: str  # as listed by checkpoint_folders
+    error: str  # "" if the folder passed every check short of reading its tensors, else why it cannot be loaded
+
+
+def inspect_checkpoint(path: str | Path) -> None:
+    """Every check `Checkpoint` makes except reading the tensors: config, card, tokenizers, and the weights file's
+    kind, size and zip structure. Cheap (no weights are read); CheckpointError naming what is wrong."""
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such checkpoint folder")
+    config = read_config(path)
+    read_card(path)
+    expected = expected_state(config, path / CONFIG_FILE)
+    read_tokenizer(path, SRC_TOKENIZER_FILE, config.src_vocab_size)
+    read_tokenizer(path, TGT_TOKENIZER_FILE, config.tgt_vocab_size)
+    max_bytes = 4 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
+    with open_regular(path / WEIGHTS_FILE, path, max_bytes) as file:
+        check_torch_zip(file, path / WEIGHTS_FILE, max_members=2 * len(expected) + 16)
+
+
+def checkpoint_status(root: str | Path) -> list[FolderStatus]:
+    """Each of `checkpoint_folders(root)` with "" if it should load, or the reason it cannot; never raises, never
+    blocks, reads no weights. A folder that passes may still fail on its tensors when loaded (NaN, wrong shapes)."""
+    statuses = []
+    for name in checkpoint_folders(root):
+        try:
+            inspect_checkpoint(Path(root) / name)
+            statuses.append(FolderStatus(name, ""))
+        except CheckpointError as error:
+            statuses.append(FolderStatus(name, str(error)))
+        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
+            statuses.append(FolderStatus(name, f"{Path(root) / name}: unexpected {type(error).__name__}: {error}"))
+    return statuses
+
+
+MAX_VERSION_ENTRIES = 256  # snapshot files looked at by checkpoint_version: a folder of 200,000 files costs no more
+
+
+def checkpoint_version(path: str | Path) -> int:
+    """A number that changes whenever a file of the checkpoint changes (the newest mtime among the folder, its known
+    files and the first MAX_VERSION_ENTRIES entries of snapshots/), so a cache keyed on it reloads a checkpoint that
+    finished training. Only lstat: never follows a link, never opens a file, never raises (0 if nothing is there)."""
+    path = Path(path)
+    candidates = [path, path / SNAPSHOT_DIR] + [path / file for file in
+                                                 (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, SRC_TOKENIZER_FILE,
+                                                  TGT_TOKENIZER_FILE)]
+    try:
+        with os.scandir(path / SNAPSHOT_DIR) as entries:
+            candidates += [Path(entry.path) for entry in itertools.islice(entries, MAX_VERSION_ENTRIES)]
+    except OSError:
+        pass
+    stamps = [0]
+    for candidate in candidates:
+        try:
+            stamps.append(candidate.lstat().st_mtime_ns)
+        except OSError:
+            continue
+    return max(stamps)
 
 
 def save_checkpoint(

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from .safety import MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_VOCAB_SIZE
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu")
@@ -31,6 +34,7 @@ class TransformerConfig:
     layer_norm_eps: float = 1e-5  # LayerNorm epsilon, as in torch.nn.Transformer
 
     def __post_init__(self) -> None:
+        _check_types_and_bounds(self)
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -82,3 +86,31 @@ class TransformerConfig:
     @classmethod
     def load(cls, path: str | Path) -> TransformerConfig:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+# Upper bounds of the sizes (from transformer/safety.py, the loading policy): a config from a hostile file is
+# refused before anything is built from it.
+_SIZE_BOUNDS = {"src_vocab_size": MAX_VOCAB_SIZE, "tgt_vocab_size": MAX_VOCAB_SIZE, "d_model": MAX_D_MODEL,
+                "num_heads": MAX_HEADS, "num_encoder_layers": MAX_LAYERS, "num_decoder_layers": MAX_LAYERS,
+                "d_ff": MAX_D_FF, "max_len": MAX_LEN}
+
+
+def _check_types_and_bounds(config: TransformerConfig) -> None:
+    """Every field of its declared type (an int is never a bool, a float is finite), sizes within their bounds."""
+    for field in fields(config):
+        value = getattr(config, field.name)
+        kind = field.type if isinstance(field.type, str) else field.type.__name__
+        if kind == "int" and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{field.name} must be an integer, got {value!r:.40}")
+        if kind == "float" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                or not math.isfinite(value)):
+            raise ValueError(f"{field.name} must be a finite number, got {value!r:.40}")
+        if kind == "bool" and not isinstance(value, bool):
+            raise ValueError(f"{field.name} must be true or false, got {value!r:.40}")
+        if kind == "str" and not isinstance(value, str):
+            raise ValueError(f"{field.name} must be a string, got {value!r:.40}")
+    for name, bound in _SIZE_BOUNDS.items():
+        if getattr(config, name) > bound:
+            raise ValueError(f"{name} is {getattr(config, name):,}, more than the {bound:,} allowed")
+    if not 0.0 < config.layer_norm_eps < 1.0:
+        raise ValueError(f"layer_norm_eps must be in (0, 1), got {config.layer_norm_eps!r}")

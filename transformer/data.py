@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import random
+import re
 import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,12 @@ import torch
 from .tokenizer import BOS_ID, EOS_ID, Tokenizer
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
+
+# Input beyond this many characters per token of max_len is never read: NFKC is quadratic in a run of combining
+# marks (1,000,000 of them: over a minute). No piece of our vocabularies is near 32 characters long, and the app's
+# 1,000 characters always fit.
+MAX_CHARS_PER_TOKEN = 32
+_WHITESPACE_RUN = re.compile(r"\s+")
 
 # Apostrophe look-alikes, so that "don’t" and "don't" are one word to the tokenizer.
 _APOSTROPHES = str.maketrans({c: "'" for c in "\u2019\u2018\u02bc\u2032`"})  # ’ ‘ ʼ ′ `
@@ -147,14 +154,24 @@ def collate(examples: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, tor
     return pad([source for source, _ in examples]), pad([target for _, target in examples])
 
 
+def bounded(text: str, max_len: int) -> tuple[str, bool]:
+    """The part of `text` that can fill `max_len` tokens, so that no input costs more than that to normalise:
+    whitespace runs collapsed to one space (in the first 64 x the limit), then at most max_len * MAX_CHARS_PER_TOKEN
+    characters. Also returns whether anything but whitespace was left out."""
+    limit = max_len * MAX_CHARS_PER_TOKEN
+    window = text[: 64 * limit]
+    collapsed = _WHITESPACE_RUN.sub(" ", window).strip()
+    return collapsed[:limit], len(collapsed) > limit or len(window) < len(text)
+
+
 def source_ids(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int], int]:
     """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
-    Returns (ids, how many pieces were cut off the end to fit)."""
-    ids = tokenizer.encode(normalize(text))
+    Returns (ids, how many pieces were cut off the end to fit, counted in the part `bounded` keeps)."""
+    ids = tokenizer.encode(normalize(bounded(text, max_len)[0]))
     kept = ids[: max_len - 1]
     return kept + [EOS_ID], len(ids) - len(kept)
 
 
 def target_ids(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
     """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
-    return [BOS_ID] + tokenizer.encode(normalize(text))[: max_len - 2] + [EOS_ID]
+    return [BOS_ID] + tokenizer.encode(normalize(bounded(text, max_len)[0]))[: max_len - 2] + [EOS_ID]

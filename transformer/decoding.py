@@ -2,7 +2,8 @@
 
 Every function returns or yields decoder sequences that start with BOS and end with EOS (unless `max_len` cut them
 off), right-padded with `pad_id` in a batch. `max_len` counts the whole sequence, BOS included, and never exceeds the
-model's own `config.max_len`. They switch gradients off themselves.
+model's own `config.max_len` (a bigger one is clamped to it; one below 2 is a ValueError). They switch gradients
+off themselves.
 
 Each step feeds only the new token and reuses earlier keys and values (`DecoderCache`), except while an ablation is
 on: "mean" ablation averages over all positions of a pass, so then every step re-runs the whole prefix.
@@ -21,8 +22,21 @@ from .hooks import edits_active
 from .model import Transformer
 
 
+MAX_BEAM_SIZE = 64  # beams x vocabulary scores are sorted each step: 10,000 beams took 23 s and 2 GB
+
+
 def _limit(model: Transformer, max_len: int | None) -> int:
-    return model.config.max_len if max_len is None else max(2, min(max_len, model.config.max_len))
+    """The sequence length to decode to: `max_len` (at least 2: BOS and one token), never more than the model's."""
+    if max_len is None:
+        return model.config.max_len
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 2:
+        raise ValueError(f"max_len must be an integer of at least 2 (BOS and one token), or None, got {max_len!r:.40}")
+    return min(max_len, model.config.max_len)
+
+
+def check_beam_size(beam_size: object) -> None:
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or not 1 <= beam_size <= MAX_BEAM_SIZE:
+        raise ValueError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}, got {beam_size!r:.40}")
 
 
 def new_cache(model: Transformer, use_cache: bool) -> DecoderCache | None:
@@ -67,8 +81,7 @@ def beam_search(
     Hypotheses compete on summed log-probability while searching; the final choice divides each by the GNMT length
     penalty ((5 + length) / 6) ** length_penalty, so longer translations are not punished for every extra token.
     """
-    if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    check_beam_size(beam_size)
     config, max_len = model.config, _limit(model, max_len)
     batch, vocab = src.size(0), config.tgt_vocab_size
     memory = model.encode(src).repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len, d_model)
@@ -113,6 +126,8 @@ def decode_steps(
     model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5, use_cache: bool = True
 ) -> Iterator[Step]:
     """Greedy decoding of one input (1, src_len), yielding each step with its cross-attention."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r:.40}")
     config, max_len = model.config, _limit(model, max_len)
     memory = model.encode(src)
     prefix = [config.bos_id]

@@ -19,13 +19,17 @@ MODEL_TYPES = ("bpe", "unigram", "char")
 class Tokenizer:
     """A loaded sentencepiece model; `path` is the .model file it came from."""
 
-    def __init__(self, model_path: str | Path):
+    def __init__(self, model_path: str | Path, model_bytes: bytes | None = None):
+        """`model_bytes`: the file's content, already read (under the loading policy) by the caller."""
         self.path = Path(model_path)
-        if not self.path.is_file():
+        if model_bytes is None and not self.path.is_file():
             raise FileNotFoundError(f"no tokenizer model at {self.path}")
         self._sp = spm.SentencePieceProcessor()
         try:
-            self._sp.load(str(self.path))
+            if model_bytes is None:
+                self._sp.load(str(self.path))
+            else:
+                self._sp.LoadFromSerializedProto(model_bytes)
         except RuntimeError as error:  # sentencepiece reports a corrupt file as a bare RuntimeError
             raise ValueError(f"could not load tokenizer model {self.path}: {error}") from error
 

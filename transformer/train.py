@@ -12,7 +12,6 @@ interrupted run from its last evaluation.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -31,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from .checkpoint import (CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
-                         ModelCard, load_weights, save_checkpoint)
+                         Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
 from .data import collate, joined_pairs, read_parallel, source_ids, split_dev, target_ids, token_batches
 from .evaluate import METRICS, score, translate_texts
@@ -224,9 +223,7 @@ def setup_distributed(args: argparse.Namespace) -> tuple[int, int, torch.device]
 
 
 def build_config(args: argparse.Namespace, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TransformerConfig:
-    """The architecture: the --init-from checkpoint's, or the one the options describe."""
-    if args.init_from:
-        return TransformerConfig.load(args.init_from / CONFIG_FILE)
+    """The architecture the options describe."""
     return TransformerConfig(
         src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=args.d_model,
         num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers, d_ff=args.d_ff,
@@ -235,9 +232,8 @@ def build_config(args: argparse.Namespace, src_tok: Tokenizer, tgt_tok: Tokenize
     )
 
 
-def continued_progress(args: argparse.Namespace) -> Progress:
+def continued_progress(args: argparse.Namespace, card: ModelCard) -> Progress:
     """What an --init-from run inherits: the earlier run's curve and snapshots, its steps counted before ours."""
-    card = ModelCard.from_dict(json.loads((args.init_from / CARD_FILE).read_text(encoding="utf-8")))
     earlier_steps = max([entry["step"] for entry in card.history] + [int(card.training.get("steps", 0))])
     if args.init_from.resolve() != args.out.resolve():
         for snapshot in card.snapshots:
@@ -277,7 +273,8 @@ def main(argv: list[str] | None = None) -> Transformer:
 
     train_pairs, dev_pairs = load_pairs(args)
     src_tok, tgt_tok = build_tokenizers(args, train_pairs, rank)
-    config = build_config(args, src_tok, tgt_tok)
+    initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
+    config = initial.config if initial else build_config(args, src_tok, tgt_tok)
     args.max_len = config.max_len
     extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), random.Random(args.seed))
     train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
@@ -295,8 +292,8 @@ def main(argv: list[str] | None = None) -> Transformer:
         progress = Progress(**saved["progress"])
         torch.set_rng_state(saved["rng"])
     elif args.init_from:
-        model.load_state_dict(load_weights(args.init_from / WEIGHTS_FILE))
-        progress = continued_progress(args) if rank == 0 else Progress()
+        model.load_state_dict(initial.model.state_dict())
+        progress = continued_progress(args, initial.card) if rank == 0 else Progress()
     trained = DistributedDataParallel(model) if world > 1 else model
     thresholds = [float(t) for t in args.snapshot_metrics.split(",") if t.strip()]
     fractions = "0" if thresholds else args.snapshots
@@ -376,14 +373,15 @@ def main(argv: list[str] | None = None) -> Transformer:
     if rank == 0:
         if thresholds:
             select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR)
-        write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok)
+        write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok, initial)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
     return model
 
 
-def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok) -> None:
+def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok,
+               initial: Checkpoint | None) -> None:
     """Final metric of the best weights on the whole dev set, and everything the app and a reader need."""
     config = TransformerConfig.load(args.out / CONFIG_FILE)
     model = Transformer(config)
@@ -398,9 +396,8 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
     command = f"{launcher} {shlex.join(args.argv)}"
     training = {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items() if key != "argv"}
     training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
-    if args.init_from:
-        earlier = ModelCard.from_dict(json.loads((args.init_from / CARD_FILE).read_text(encoding="utf-8")))
-        command = f"{earlier.training_command}\n{command}"
+    if initial:
+        command = f"{initial.card.training_command}\n{command}"
     card = ModelCard(
         name=args.out.name,
         task=args.task,

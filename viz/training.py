@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from .labels import safe_label
 from .panels import add_matrix, set_colour_axis, subplots, value_range
 from .theme import Theme, apply_theme
 
@@ -41,8 +42,9 @@ def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
         values = pd.to_numeric(frame[name], errors="coerce")
         logged = values.notna()
         if logged.any():
-            fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=name,
-                                     hovertemplate=f"{name}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
+            label = safe_label(name)  # a key from a card: shown as text, never as Plotly's HTML subset
+            fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=label,
+                                     hovertemplate=f"{label}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
                           secondary_y="loss" not in name)
     if not fig.data:
         fig.add_annotation(text="no training history", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)

@@ -1,0 +1,425 @@
+"""Hostile checkpoint folders and hostile library calls (issue 15): each case is refused with a clear error, in a
+process of its own that is forked from this warm one (torch already imported) under an address-space cap, and must
+fail within 2 s and grow by less than 1 GB. A blocked child (a FIFO opened for reading) fails the test at 30 s
+instead of hanging the suite. Beside each bad folder sits a good one, which `checkpoint_status` must still list as
+loadable."""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import re
+import resource
+import shutil
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from transformer import (TransformerConfig, ablate, capture, checkpoint_status, checkpoint_version,
+                         load_checkpoint)
+from transformer.checkpoint import CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, WEIGHTS_FILE
+from transformer.data import MAX_CHARS_PER_TOKEN, bounded
+from transformer.decoding import MAX_BEAM_SIZE, beam_search
+
+SECONDS, GROWTH_BYTES = 2.0, 1 << 30
+ADDRESS_SPACE_CAP = 2 << 30  # on top of what the parent has mapped: a runaway allocation dies, not the machine
+CHILD_TIMEOUT_S = 30
+
+
+@dataclass
+class Outcome:
+    error: str  # exception class name, "" if the call returned
+    message: str
+    value: object
+    seconds: float
+    growth_bytes: int  # peak resident memory of the child minus its resident memory at the start
+
+
+def _memory_status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(field)
+
+
+def _child(call: Callable[[], object], send) -> None:
+    mapped = _memory_status("VmSize")
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + ADDRESS_SPACE_CAP, mapped + ADDRESS_SPACE_CAP))
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak, to what is resident now
+    before = _memory_status("VmRSS")
+    start = time.perf_counter()
+    error = message = ""
+    value = None
+    try:
+        value = call()
+    except BaseException as exception:  # noqa: BLE001 - reported to the parent, which asserts on it
+        error, message = type(exception).__name__, str(exception)
+    seconds = time.perf_counter() - start
+    send.send(Outcome(error, message, value, seconds, _memory_status("VmHWM") - before))
+
+
+def bounded_run(call: Callable[[], object]) -> Outcome:
+    """`call()` in a forked child: what it raised or returned, how long it took and how much memory it grew by."""
+    context = multiprocessing.get_context("fork")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child, args=(call, send), daemon=True)
+    process.start()
+    try:
+        if not receive.poll(CHILD_TIMEOUT_S):
+            pytest.fail(f"the call blocked for {CHILD_TIMEOUT_S} s")
+        return receive.recv()
+    finally:
+        process.kill()
+        process.join()
+
+
+def assert_bounded(outcome: Outcome) -> None:
+    assert outcome.seconds < SECONDS, outcome
+    assert outcome.growth_bytes < GROWTH_BYTES, outcome
+
+
+# ------------------------------------------------------------------------------------------- planting the folders
+
+
+def edit_json(file: str, change: Callable[[dict], object]) -> Callable[[Path], None]:
+    """`change` edits the parsed file in place."""
+    def plant(folder: Path) -> None:
+        values = json.loads((folder / file).read_text())
+        change(values)
+        (folder / file).write_text(json.dumps(values))
+    return plant
+
+
+def edit_text(file: str, change: Callable[[str], str]) -> Callable[[Path], None]:
+    """`change` rewrites the file's JSON text, compacted by json.dumps (for what JSON values cannot hold)."""
+    def plant(folder: Path) -> None:
+        (folder / file).write_text(change(json.dumps(json.loads((folder / file).read_text()))))
+    return plant
+
+
+def replace_with(file: str, make: Callable[[Path], None]) -> Callable[[Path], None]:
+    def plant(folder: Path) -> None:
+        path = folder / file
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+        make(path)
+    return plant
+
+
+def edit_weights(change: Callable[[dict], None], file: str = WEIGHTS_FILE) -> Callable[[Path], None]:
+    def plant(folder: Path) -> None:
+        path = folder / file
+        state = torch.load(path, weights_only=True)
+        change(state)
+        torch.save(state, path)
+    return plant
+
+
+def first_snapshot(folder: Path) -> str:
+    return f"{SNAPSHOT_DIR}/{json.loads((folder / CARD_FILE).read_text())['snapshots'][0]['name']}.pt"
+
+
+def in_snapshot(plant_file: Callable[[str], Callable[[Path], None]]) -> Callable[[Path], None]:
+    return lambda folder: plant_file(first_snapshot(folder))(folder)
+
+
+def set_tensor(name: str, value: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[dict], None]:
+    def change(state: dict) -> None:
+        state[name] = value(state[name])
+    return change
+
+
+def fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def zip_bomb(folder: Path) -> None:
+    """The real weights re-zipped with every member deflated, plus 256 MB of zeros that deflate to 250 KB."""
+    path = folder / WEIGHTS_FILE
+    with zipfile.ZipFile(path) as source:
+        members = [(info.filename, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb:
+        for name, data in members:
+            bomb.writestr(name, data)
+        bomb.writestr(f"{members[0][0].split('/')[0]}/data/bomb", bytes(256 << 20))
+
+
+def snapshot_fifo(folder: Path) -> None:
+    path = folder / first_snapshot(folder)
+    path.unlink()
+    os.mkfifo(path)
+
+
+def snapshot_link_out(folder: Path) -> None:
+    path = folder / first_snapshot(folder)
+    outside = folder.parent / "outside.pt"
+    shutil.copy(path, outside)
+    path.unlink()
+    path.symlink_to(outside)
+
+
+def link_out(file: str) -> Callable[[Path], None]:
+    def plant(folder: Path) -> None:
+        outside = folder.parent / f"outside-{file}"
+        shutil.copy(folder / file, outside)
+        (folder / file).unlink()
+        (folder / file).symlink_to(outside)
+    return plant
+
+
+def symlink_loop(folder: Path) -> None:
+    (folder / CARD_FILE).unlink()
+    (folder / "loop").symlink_to(folder / CARD_FILE)
+    (folder / CARD_FILE).symlink_to(folder / "loop")
+
+
+def deep_json(depth: int) -> Callable[[Path], None]:
+    return lambda folder: (folder / CARD_FILE).write_text("[" * depth + "]" * depth)
+
+
+def sparse_file(file: str, size: int) -> Callable[[Path], None]:
+    def plant(folder: Path) -> None:
+        with open(folder / file, "wb") as f:
+            f.truncate(size)
+    return plant
+
+
+@dataclass(frozen=True)
+class Case:
+    plant: Callable[[Path], None]
+    match: str  # regex the CheckpointError's message must match
+    listed: bool = True  # whether checkpoint_status already finds it (False: only reading the tensors does)
+    snapshot: bool = False  # whether the damage is in a training snapshot (the checkpoint itself loads)
+
+
+HUGE_CONFIG = dict(d_model=4096, d_ff=16384, num_heads=8)
+CASES = {
+    # card.json
+    "card-empty-object": Case(lambda f: (f / CARD_FILE).write_text("{}"), r"card.json: missing field\(s\) name"),
+    "card-without-name": Case(edit_json(CARD_FILE, lambda c: c.pop("name")), r"card.json: missing field\(s\) name"),
+    "card-200000-deep": Case(deep_json(200_000), r"card.json: JSON nested 200000 deep"),
+    "card-5000-digit-number": Case(edit_text(CARD_FILE, lambda t: t[:-1] + ', "parameters": 1'
+                                                                 + "0" * 5000 + "}"),
+                                     r"card.json.*integer of 5001 digits"),
+    "card-is-a-directory": Case(replace_with(CARD_FILE, Path.mkdir), r"card.json: not a regular file \(a directory"),
+    "card-is-a-fifo": Case(replace_with(CARD_FILE, fifo), r"card.json: not a regular file \(a FIFO"),
+    "card-symlink-loop": Case(symlink_loop, r"card.json: cannot be opened"),
+    "card-to-dev-zero": Case(replace_with(CARD_FILE, lambda p: p.symlink_to("/dev/zero")),
+                             r"card.json: points outside its checkpoint folder"),
+    "card-symlink-out": Case(link_out(CARD_FILE), r"card.json: points outside its checkpoint folder"),
+    "card-50-mb-description": Case(edit_json(CARD_FILE, lambda c: c.update(description="x" * (50 << 20))),
+                                   r"card.json: [\d,]+ bytes, more than the 1,048,576 allowed"),
+    "card-long-description": Case(edit_json(CARD_FILE, lambda c: c.update(description="x" * 100_000)),
+                                  r"field 'description' is 100,000 characters long"),
+    "card-snapshot-fraction-lots": Case(edit_json(CARD_FILE, lambda c: c["snapshots"][0].update(fraction="lots")),
+                                        r"snapshots\[0\]\['fraction'\] should be a number, got 'lots'"),
+    "card-history-not-numbers": Case(edit_json(CARD_FILE, lambda c: c.update(history=[1, "a", None])),
+                                     r"history\[0\] should be an object"),
+    "card-history-string-value": Case(edit_json(CARD_FILE, lambda c: c.update(history=[{"step": 1, "loss": "a"}])),
+                                      r"history\[0\]\['loss'\] should be a number"),
+    "card-nan": Case(edit_text(CARD_FILE, lambda t: t[:-1] + ', "wall_time_s": NaN}'),
+                     r"card.json: not valid JSON \(NaN is not a number JSON allows"),
+    "card-1e999": Case(edit_text(CARD_FILE, lambda t: t[:-1] + ', "wall_time_s": 1e999}'),
+                       r"card.json: not valid JSON \(1e999 is out of range"),
+    "card-not-utf8": Case(lambda f: (f / CARD_FILE).write_bytes(b"\xff\xfe{}"), r"card.json: not UTF-8"),
+    # config.json
+    "config-is-a-directory": Case(replace_with(CONFIG_FILE, Path.mkdir), r"config.json: not a regular file"),
+    "config-d-model-1e9": Case(edit_json(CONFIG_FILE, lambda c: c.update(d_model=10**9)),
+                               r"config.json: d_model is 1,000,000,000, more than the 4,096 allowed"),
+    "config-4096-wide": Case(edit_json(CONFIG_FILE, lambda c: c.update(HUGE_CONFIG)),
+                             r"config.json: the model would have [\d,]+ parameters, more than the 250,000,000"),
+    "config-20000-layers": Case(edit_json(CONFIG_FILE, lambda c: c.update(num_encoder_layers=20_000)),
+                                r"num_encoder_layers is 20,000, more than the 64 allowed"),
+    "config-eps-tiny": Case(edit_json(CONFIG_FILE, lambda c: c.update(layer_norm_eps="tiny")),
+                            r"layer_norm_eps must be a finite number, got 'tiny'"),
+    "config-eps-negative": Case(edit_json(CONFIG_FILE, lambda c: c.update(layer_norm_eps=-1e-5)),
+                                r"layer_norm_eps must be in \(0, 1\)"),
+    "config-eps-nan": Case(edit_text(CONFIG_FILE, lambda t: t.replace('"layer_norm_eps": 1e-05',
+                                                                           '"layer_norm_eps": NaN')),
+                           r"config.json: not valid JSON \(NaN"),
+    "config-pad-id-false": Case(edit_json(CONFIG_FILE, lambda c: c.update(pad_id=False)),
+                                r"pad_id must be an integer, got False"),
+    "config-5000-digits": Case(edit_text(CONFIG_FILE, lambda t: t.replace('"max_len": 34',
+                                                                               '"max_len": ' + "9" * 5000)),
+                               r"config.json: not valid JSON \(an integer of 5000 digits"),
+    "config-fifo": Case(replace_with(CONFIG_FILE, fifo), r"config.json: not a regular file \(a FIFO"),
+    # tokenizers
+    "tokenizer-fifo": Case(replace_with(SRC_TOKENIZER_FILE, fifo), r"src.model: not a regular file \(a FIFO"),
+    "tokenizer-17-mb": Case(sparse_file(SRC_TOKENIZER_FILE, 17 << 20), r"src.model: 17,825,792 bytes, more than"),
+    # model.pt
+    "weights-fifo": Case(replace_with(WEIGHTS_FILE, fifo), r"model.pt: not a regular file \(a FIFO"),
+    "weights-symlink-out": Case(link_out(WEIGHTS_FILE), r"model.pt: points outside"),
+    "weights-10-gb-sparse": Case(sparse_file(WEIGHTS_FILE, 10 << 30), r"model.pt: 10,737,418,240 bytes, more than"),
+    "weights-zip-bomb": Case(zip_bomb, r"model.pt: .*(compressed|more than the)"),
+    "weights-fp16-element-as-40000-squared": Case(edit_weights(set_tensor(
+        "generator.bias", lambda t: torch.zeros(1, dtype=torch.float16).expand(40_000, 40_000))),
+        r"model.pt does not match config.json: generator.bias has shape \(40000, 40000\)", listed=False),
+    "weights-fp16-element-viewed-as-the-right-shape": Case(edit_weights(set_tensor(
+        "generator.bias", lambda t: torch.zeros(1, dtype=torch.float16).expand(t.shape))),
+        r"model.pt: generator.bias is not a plain tensor over its own storage", listed=False),
+    "weights-nan": Case(edit_weights(set_tensor("generator.bias", lambda t: torch.full_like(t, float("nan")))),
+                        r"model.pt: generator.bias holds NaN or infinite values", listed=False),
+    "weights-inf-fp16": Case(edit_weights(set_tensor("generator.bias",
+                                                     lambda t: torch.full_like(t, float("inf")).half())),
+                             r"model.pt: generator.bias holds NaN", listed=False),
+    "weights-integer": Case(edit_weights(set_tensor("generator.bias", lambda t: t.long())),
+                            r"model.pt: generator.bias is torch.int64, expected a float tensor", listed=False),
+    "weights-missing-and-extra": Case(edit_weights(lambda s: s.update({"x" * 10_000: s.pop("generator.bias")})),
+                                      r"model.pt does not match config.json: missing \['generator.bias'\]",
+                                      listed=False),
+    # snapshots
+    "snapshot-fifo": Case(snapshot_fifo, r"step_\d+.pt: not a regular file \(a FIFO", listed=False, snapshot=True),
+    "snapshot-symlink-out": Case(snapshot_link_out, r"step_\d+.pt: points outside", listed=False, snapshot=True),
+    "snapshot-fp16-element-as-40000-squared": Case(in_snapshot(lambda file: edit_weights(set_tensor(
+        "generator.bias", lambda t: torch.zeros(1, dtype=torch.float16).expand(40_000, 40_000)), file)),
+        r"step_\d+.pt does not match config.json", listed=False, snapshot=True),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_checkpoint):
+    """The tiny checkpoint, loaded here once: the children are forked from a process that has loaded one (torch's
+    meta device, which the loader builds shapes on, imports torch._dynamo on first use: seconds, once)."""
+    return load_checkpoint(tiny_checkpoint)
+
+
+@pytest.fixture
+def root(tiny_checkpoint, tmp_path, checkpoint) -> Path:
+    """A checkpoints folder with a good checkpoint and a copy of it, "bad", for a case to damage."""
+    root = tmp_path / "checkpoints"
+    shutil.copytree(tiny_checkpoint, root / "good")
+    shutil.copytree(tiny_checkpoint, root / "bad")
+    return root
+
+
+def list_and_load(root: Path, snapshot: bool) -> dict:
+    statuses = dict(checkpoint_status(root))
+    checkpoint = load_checkpoint(root / "bad")
+    if snapshot:
+        checkpoint.load_snapshot(checkpoint.snapshot_names()[0])
+    return statuses
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_hostile_folder_is_refused_quickly_and_cheaply(root, name):
+    case = CASES[name]
+    case.plant(root / "bad")
+    outcome = bounded_run(lambda: list_and_load(root, case.snapshot))
+    assert outcome.error == "CheckpointError", outcome
+    assert re.search(case.match, outcome.message), outcome.message
+    assert_bounded(outcome)
+    statuses = bounded_run(lambda: dict(checkpoint_status(root))).value
+    assert statuses["good"] == ""
+    if case.listed:
+        assert re.search(case.match, statuses["bad"]), statuses["bad"]
+    else:
+        assert statuses["bad"] == ""
+
+
+def test_the_status_of_every_case_at_once_beside_a_good_checkpoint(tiny_checkpoint, tmp_path, checkpoint):
+    """All the listed cases in one folder: one call lists each with its reason, within the bounds."""
+    root = tmp_path / "checkpoints"
+    shutil.copytree(tiny_checkpoint, root / "good")
+    listed = {name: case for name, case in CASES.items() if case.listed}
+    for name, case in listed.items():
+        shutil.copytree(tiny_checkpoint, root / name)
+        case.plant(root / name)
+    outcome = bounded_run(lambda: dict(checkpoint_status(root)))
+    assert outcome.error == "", outcome
+    assert outcome.value.pop("good") == ""
+    assert outcome.value.keys() == listed.keys()
+    for name, reason in outcome.value.items():
+        assert re.search(listed[name].match, reason), (name, reason)
+    assert_bounded(outcome)
+    version = bounded_run(lambda: [checkpoint_version(root / name) for name in listed])
+    assert version.error == "" and all(isinstance(v, int) for v in version.value)
+
+
+def test_shipped_format_round_trips_and_status_is_cheap(root):
+    assert dict(checkpoint_status(root)) == {"good": "", "bad": ""}
+    before = checkpoint_version(root / "good")
+    time.sleep(0.01)
+    (root / "good" / CARD_FILE).write_text((root / "good" / CARD_FILE).read_text())
+    assert checkpoint_version(root / "good") > before
+    assert checkpoint_version(root / "missing") == 0
+
+
+# -------------------------------------------------------------------------------------------- hostile library calls
+
+
+CALLS = {
+    "beam-size-10000": (lambda c: c.translate("abc", beam_size=10_000), "ValueError", "beam_size must be an integer"),
+    "beam-size-1e6": (lambda c: c.translate("abc", beam_size=10**6), "ValueError", f"from 1 to {MAX_BEAM_SIZE}"),
+    "beam-size-2.5": (lambda c: c.translate("abc", beam_size=2.5), "ValueError", "beam_size must be an integer"),
+    "beam-size-str": (lambda c: c.translate("abc", beam_size="3"), "ValueError", "got '3'"),
+    "beam-size-true": (lambda c: c.translate("abc", beam_size=True), "ValueError", "got True"),
+    "beam-search-0": (lambda c: beam_search(c.model, torch.tensor([[4, 3]]), 0), "ValueError", "beam_size"),
+    "max-len-0": (lambda c: c.translate("abc", max_len=0), "ValueError", "max_len must be an integer of at least 2"),
+    "max-len-minus-5": (lambda c: c.translate("abc", max_len=-5), "ValueError", "got -5"),
+    "max-len-float": (lambda c: c.translate("abc", max_len=5.0), "ValueError", "got 5.0"),
+    "capture-5": (lambda c: capture(c.model, 5).__enter__(), "TypeError", "capture's names must be"),
+    "capture-not-a-model": (lambda c: capture(5).__enter__(), "TypeError", "expects a Transformer"),
+    "ablate-half-head": (lambda c: ablate(c.model, {"decoder.0.cross": [0.5]}).__enter__(), "TypeError",
+                         r"must be a list of head numbers \(integers\), got \[0.5\]"),
+    "ablate-bool-head": (lambda c: ablate(c.model, {"decoder.0.cross": [True]}).__enter__(), "TypeError",
+                         r"got \[True\]"),
+    "ablate-bare-int": (lambda c: ablate(c.model, {"decoder.0.cross": 0}).__enter__(), "TypeError", "got 0"),
+    "ablate-list": (lambda c: ablate(c.model, [0]).__enter__(), "TypeError", "heads must be a mapping"),
+    "ablate-mode": (lambda c: ablate(c.model, {}, mode=["zero"]).__enter__(), "ValueError", "mode must be one of"),
+    "text-not-str": (lambda c: c.translate(b"abc"), "TypeError", "text must be a string"),
+}
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_hostile_call_is_a_clear_error(checkpoint, name):
+    call, error, match = CALLS[name]
+    outcome = bounded_run(lambda: call(checkpoint))
+    assert outcome.error == error, outcome
+    assert re.search(match, outcome.message), outcome.message
+    assert_bounded(outcome)
+
+
+@pytest.mark.parametrize("text", [
+    "\u0301\u0316" * 500_000,  # a million alternating combining marks: NFKC reorders them, quadratic in the run
+    "a" * 10_000_000,  # 10 MB of letters
+    "ab " * 3_000_000,  # 3 million words: splitting them all would cost hundreds of MB
+])
+def test_huge_inputs_are_cut_before_normalising(checkpoint, text):
+    outcome = bounded_run(lambda: checkpoint.translate(text).warnings)
+    assert outcome.error in ("", "ValueError"), outcome  # the marks alone leave nothing to read: a clear message
+    if outcome.error == "":
+        assert any("were cut off" in warning for warning in outcome.value)
+    assert_bounded(outcome)
+
+
+def test_bounded_keeps_what_max_len_tokens_can_hold():
+    limit = 34 * MAX_CHARS_PER_TOKEN
+    assert bounded(" " * 5000 + "ab" + " " * 5000, 34) == ("ab", False)
+    assert bounded("x" * limit, 34) == ("x" * limit, False)
+    assert bounded("x" * (limit + 1), 34) == ("x" * limit, True)
+    assert bounded("a \t\n b", 34) == ("a b", False)
+
+
+def test_config_values_refused_in_code_too():
+    with pytest.raises(ValueError, match="tie_output_embedding must be true or false"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, tie_output_embedding=1)
+    with pytest.raises(ValueError, match="dropout must be a finite number"):
+        TransformerConfig(src_vocab_size=10, tgt_vocab_size=10, dropout=float("nan"))
+
+
+def test_duplicate_ablated_heads_are_removed_once(checkpoint):
+    src, tgt = torch.tensor([checkpoint.encode("abc")]), torch.tensor([[2, 4, 5]])
+    with torch.no_grad():
+        with ablate(checkpoint.model, {"decoder.0.cross": [1, 1, 0]}):
+            twice = checkpoint.model(src, tgt)
+        with ablate(checkpoint.model, {"decoder.0.cross": [0, 1]}):
+            once = checkpoint.model(src, tgt)
+    torch.testing.assert_close(twice, once)
+

@@ -1,0 +1,190 @@
+"""The loading policy: every file of a checkpoint folder is hostile until checked, and every check is cheap.
+
+A file is read only if it is a regular file whose real path stays inside its checkpoint folder (no FIFO, device,
+directory, or symlink out; opened with O_NONBLOCK so that nothing can block), and no bigger than its cap, checked
+before a byte is parsed. JSON is parsed only under a size and nesting cap, with integers of at most
+`MAX_INT_DIGITS` digits, finite floats only (no NaN / Infinity). The limits below are the whole policy; checkpoint.py
+applies them to checkpoints, snapshots and converted folders alike, and every failure is a `CheckpointError`
+naming the file and the field.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import stat
+import zipfile
+from pathlib import Path
+from typing import BinaryIO
+
+# What one model may be. The largest real models we expect (Marian opus-mt, converted) have ~80M parameters and
+# 6 + 6 layers of width 512; the caps leave room for "big" variants without letting a config ask for gigabytes.
+MAX_PARAMETERS = 250_000_000  # 1 GB as fp32: the model is refused from its config before anything is built
+MAX_VOCAB_SIZE = 512_000
+MAX_D_MODEL = 4096
+MAX_D_FF = 16_384
+MAX_HEADS = 256
+MAX_LAYERS = 64  # per stack
+MAX_LEN = 2048  # positions a config may ask for (Marian: 512)
+
+# What one file may be, checked with fstat before it is read.
+MAX_CONFIG_BYTES = 64 * 1024
+MAX_CARD_BYTES = 1024 * 1024
+MAX_TOKENIZER_BYTES = 16 * 1024 * 1024
+WEIGHTS_OVERHEAD_BYTES = 16 * 1024 * 1024  # a weights file may exceed 4 bytes x the config's tensors by this much
+MAX_PICKLE_BYTES = 4 * 1024 * 1024  # the pickle inside a torch zip: names and shapes, never tensor data
+MAX_JSON_DEPTH = 16  # a card is 4 deep
+MAX_INT_DIGITS = 18  # |int| < 10**18
+
+# What a card may hold (the app shows every string of it).
+MAX_NAME_CHARS = 200  # name, task, machine, metric and history keys
+MAX_TEXT_CHARS = 20_000  # description, data credit, training command
+MAX_EXAMPLES, MAX_EXAMPLE_CHARS = 100, 1000
+MAX_METRICS = 100
+MAX_HISTORY, MAX_HISTORY_KEYS = 10_000, 32
+MAX_SNAPSHOTS = 64
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+class CheckpointError(Exception):
+    """A checkpoint folder or one of its files is missing, broken or unsafe; the message names the file."""
+
+
+def open_regular(path: Path, folder: Path, max_bytes: int) -> BinaryIO:
+    """`path` opened for reading, if it is a regular file of at most `max_bytes` whose real path lies inside
+    `folder`. Never blocks: the file is opened with O_NONBLOCK and checked with fstat before anything is read."""
+    real, inside = os.path.realpath(path), os.path.realpath(folder)
+    if os.path.commonpath([real, inside]) != inside:
+        raise CheckpointError(f"{path}: points outside its checkpoint folder (a symlink to {real})")
+    try:
+        descriptor = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: file is missing") from None
+    except OSError as error:  # a symlink loop (ELOOP), no permission, ...
+        raise CheckpointError(f"{path}: cannot be opened ({error.strerror})") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise CheckpointError(f"{path}: not a regular file ({_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            raise CheckpointError(f"{path}: {info.st_size:,} bytes, more than the {max_bytes:,} allowed")
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+def read_bytes(path: Path, folder: Path, max_bytes: int) -> bytes:
+    """The content of a file that passes `open_regular`; a file that grew past its cap while read is refused too."""
+    with open_regular(path, folder, max_bytes) as file:
+        data = file.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CheckpointError(f"{path}: more than the {max_bytes:,} bytes allowed")
+    return data
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text)} digits (at most {MAX_INT_DIGITS} allowed)")
+    return int(text)
+
+
+def _parse_float(text: str) -> float:
+    if len(text) > 64:
+        raise ValueError(f"a number written with {len(text)} characters (at most 64 allowed)")
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path: Path, folder: Path, max_bytes: int) -> object:
+    """The JSON value in `path`, read under `open_regular`'s policy, at most MAX_JSON_DEPTH deep."""
+    try:
+        text = read_bytes(path, folder, max_bytes).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CheckpointError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    # Nesting is counted on the brackets outside strings before parsing, so no deep value reaches the parser.
+    steps = [1 if bracket in "[{" else -1 for bracket in _BRACKET.findall(_STRING.sub("", text))]
+    depth = max(itertools.accumulate(steps), default=0)
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{path}: JSON nested {depth} deep (at most {MAX_JSON_DEPTH} allowed)")
+    try:
+        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as error:  # json.JSONDecodeError is a ValueError
+        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+
+
+def check_torch_zip(file: BinaryIO, path: Path, max_members: int) -> None:
+    """Refuse a weights file that is not a torch zip whose members are all stored uncompressed (so that no member
+    can unpack to more than the file's own size: no zip bomb) and whose pickle is small."""
+    size = os.fstat(file.fileno()).st_size
+    try:
+        members = zipfile.ZipFile(file).infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as error:
+        raise CheckpointError(f"{path}: not a torch weights file (a zip archive) ({error})") from None
+    if len(members) > max_members:
+        raise CheckpointError(f"{path}: {len(members)} archive members, more than the {max_members} expected")
+    for member in members:
+        if member.compress_type != zipfile.ZIP_STORED or member.file_size != member.compress_size:
+            raise CheckpointError(f"{path}: member {member.filename!r} is compressed; torch stores tensors as is")
+        if member.filename.endswith(".pkl") and member.file_size > MAX_PICKLE_BYTES:
+            raise CheckpointError(f"{path}: pickle {member.filename!r} of {member.file_size:,} bytes, "
+                                  f"more than the {MAX_PICKLE_BYTES:,} allowed")
+    if sum(member.file_size for member in members) > size:
+        raise CheckpointError(f"{path}: its members add up to more than the file itself (overlapping entries)")
+    file.seek(0)
+
+
+def check_text(value: object, where: str, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise CheckpointError(f"{where} should be a string, got {type(value).__name__}")
+    if len(value) > max_chars:
+        raise CheckpointError(f"{where} is {len(value):,} characters long (at most {max_chars:,} allowed)")
+    return value
+
+
+def check_number(value: object, where: str, *, integer: bool = False, minimum: float | None = None,
+                 maximum: float | None = None) -> float:
+    """A JSON number that is finite, an int where `integer`, and within [minimum, maximum]; never a bool."""
+    wanted = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, wanted):
+        raise CheckpointError(f"{where} should be {'an integer' if integer else 'a number'}, got {value!r:.40}")
+    if not math.isfinite(value):
+        raise CheckpointError(f"{where} should be finite, got {value!r}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise CheckpointError(f"{where} should be in [{minimum}, {maximum}], got {value!r}")
+    return value
+
+
+def check_list(value: object, where: str, max_items: int) -> list:
+    if not isinstance(value, list):
+        raise CheckpointError(f"{where} should be a list, got {type(value).__name__}")
+    if len(value) > max_items:
+        raise CheckpointError(f"{where} has {len(value):,} entries (at most {max_items:,} allowed)")
+    return value
+
+
+def check_dict(value: object, where: str, max_items: int) -> dict:
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where} should be an object, got {type(value).__name__}")
+    if len(value) > max_items:
+        raise CheckpointError(f"{where} has {len(value):,} entries (at most {max_items:,} allowed)")
+    for key in value:
+        check_text(key, f"{where} key", MAX_NAME_CHARS)
+    return value
