@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .checkpoint import (CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
+from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
 from .data import collate, joined_pairs, read_parallel, source_ids, split_dev, target_ids, token_batches
