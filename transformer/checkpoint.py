@@ -19,12 +19,15 @@ from .capture import capture
 from .config import TransformerConfig
 from .data import normalize, source_ids, target_ids
 from .decoding import beam_search, greedy
+from .masks import decoder_lengths
 from .model import Transformer
 from .record import AttentionRecord
-from .tokenizer import UNK_ID, Tokenizer
+from .tokenizer import Tokenizer, VocabTokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "config.json", "model.pt", "card.json"
 SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
+# A converted model numbers its pieces through a vocabulary next to its sentencepiece model (see VocabTokenizer).
+VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vocab.json"}
 SNAPSHOT_DIR = "snapshots"
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -50,6 +53,10 @@ class ModelCard:
     history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric", ...}
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
+    # --- Converted models (transformer/convert.py): where the weights came from, under which licence, and how.
+    source: str = ""  # e.g. "Hugging Face Helsinki-NLP/opus-mt-en-fr" or the folder converted
+    licence: str = ""  # the licence the original model was published under, e.g. "apache-2.0"
+    conversion_command: str = ""  # the exact command that wrote this folder
 
     @classmethod
     def from_dict(cls, values: object, source: str = CARD_FILE) -> ModelCard:
@@ -154,8 +161,9 @@ class Checkpoint:
         return ModelCard.from_dict(self._read_json(CARD_FILE), str(self.path / CARD_FILE))
 
     def _read_tokenizer(self, file: str, vocab_size: int) -> Tokenizer:
+        vocab = self.path / VOCAB_FILES[file]
         try:
-            tokenizer = Tokenizer(self.path / file)
+            tokenizer = VocabTokenizer(self.path / file, vocab) if vocab.exists() else Tokenizer(self.path / file)
         except (OSError, ValueError) as error:
             raise CheckpointError(f"{self.path / file}: {error}") from None
         if tokenizer.vocab_size != vocab_size:
@@ -177,7 +185,7 @@ class Checkpoint:
     def _source(self, text: str) -> tuple[list[int], int]:
         """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
         the user) when nothing of it is left to read."""
-        ids, cut = source_ids(self.src_tokenizer, _checked(text), self.config.max_len)
+        ids, cut = source_ids(self.src_tokenizer, _checked(text), self.config.max_len, self.config.eos_id)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
@@ -188,7 +196,8 @@ class Checkpoint:
         if side == "src":
             return self._source(text)[0]
         if side == "tgt":
-            return target_ids(self.tgt_tokenizer, _checked(text), self.config.max_len)
+            return target_ids(self.tgt_tokenizer, _checked(text), self.config.max_len, self.config.bos_id,
+                              self.config.eos_id)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
     def translate(self, text: str, beam_size: int = 1, max_len: int | None = None, model: Transformer | None = None) -> Translation:
@@ -203,12 +212,12 @@ class Checkpoint:
                 f"The input is {len(ids) - 1 + cut} tokens long but this model reads at most {len(ids) - 1}: "
                 f"the last {cut} were cut off."
             )
-        unknown = ids.count(UNK_ID)
+        unknown = ids.count(self.src_tokenizer.unk_id)
         if unknown:
             warnings.append(f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids])
         decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len)
-        sequence = [int(i) for i in decoded[0] if i != self.config.pad_id]
+        sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
             probs = model(src, torch.tensor([decoder_input])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)

@@ -16,7 +16,7 @@ from typing import TextIO
 
 import torch
 
-from .tokenizer import BOS_ID, EOS_ID, Tokenizer
+from .tokenizer import BOS_ID, EOS_ID, Tokenizer, VocabTokenizer
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
 
@@ -141,14 +141,20 @@ def collate(examples: Sequence[Example], pad_id: int) -> tuple[torch.Tensor, tor
     return pad([source for source, _ in examples]), pad([target for _, target in examples])
 
 
-def source_ids(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int], int]:
+def _pieces_of(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Ids of `text`, normalised as our models were trained; a converted model's tokenizer reads the text as its own
+    library does (see VocabTokenizer)."""
+    return tokenizer.encode(text if isinstance(tokenizer, VocabTokenizer) else normalize(text))
+
+
+def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
     """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
     Returns (ids, how many pieces were cut off the end to fit)."""
-    ids = tokenizer.encode(normalize(text))
+    ids = _pieces_of(tokenizer, text)
     kept = ids[: max_len - 1]
-    return kept + [EOS_ID], len(ids) - len(kept)
+    return kept + [eos_id], len(ids) - len(kept)
 
 
-def target_ids(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
+def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> list[int]:
     """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
-    return [BOS_ID] + tokenizer.encode(normalize(text))[: max_len - 2] + [EOS_ID]
+    return [bos_id] + _pieces_of(tokenizer, text)[: max_len - 2] + [eos_id]
