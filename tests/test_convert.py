@@ -281,3 +281,26 @@ def test_command_line_writes_a_checkpoint(marian_folder, tmp_path, capsys):
     assert load_checkpoint(tmp_path / "opus").card.conversion_command.startswith("python -m transformer.convert")
     with pytest.raises(SystemExit, match="error: .*nowhere: no such folder"):
         main(["marian", str(tmp_path / "nowhere"), str(tmp_path / "x")])
+
+
+# app.py (not this to edit) tells decoder padding by the "<pad>" piece, and a Marian decoder starts with the
+# pad id: its masks view then reports that the decoder self-attention mask differs from the model's. The fix belongs
+# in app.blocked_of: the first decoder input is the start token, never padding.
+APP_VIEWS = ("attention", "model", "compare", "decoding", "positional", "heads", "ablation", "training",
+             pytest.param("masks", marks=pytest.mark.xfail(strict=True, reason="app.py reads '<pad>' as padding")))
+
+
+@pytest.mark.parametrize("view", APP_VIEWS)
+def test_the_app_opens_a_converted_folder_in_every_view(marian_folder, tmp_path_factory, monkeypatch, view):
+    from streamlit.testing.v1 import AppTest
+
+    root = tmp_path_factory.getbasetemp() / "app-marian"
+    if not root.exists():
+        convert_marian(marian_folder, root / "opus-mt-test", log=lambda line: None)
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=60)
+    at.query_params.update(view=view, text="I am cold.")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert at.code[0].value is not None  # the translation
