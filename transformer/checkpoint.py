@@ -25,16 +25,20 @@ from .capture import capture
 from .config import TransformerConfig
 from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids
 from .decoding import beam_search, check_beam_size, greedy
+from .masks import decoder_lengths
 from .model import Transformer
 from .record import AttentionRecord
 from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
                      MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS, MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES,
                      WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
                      check_torch_zip, open_regular, read_bytes, read_json)
-from .tokenizer import UNK_ID, Tokenizer
+from .tasks import input_warnings
+from .tokenizer import Tokenizer, VocabTokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "config.json", "model.pt", "card.json"
 SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
+# A converted model numbers its pieces through a vocabulary next to its sentencepiece model (see VocabTokenizer).
+VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vocab.json"}
 SNAPSHOT_DIR = "snapshots"
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -57,6 +61,10 @@ class ModelCard:
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
     decoding: dict = field(default_factory=dict)  # how the app decodes by default: {"beam_size", "length_penalty"}
+    # --- Converted models (transformer/convert.py): where the weights came from, under which licence, and how.
+    source: str = ""  # e.g. "Hugging Face Helsinki-NLP/opus-mt-en-fr" or the folder converted
+    licence: str = ""  # the licence the original model was published under, e.g. "apache-2.0"
+    conversion_command: str = ""  # the exact command that wrote this folder
 
     @classmethod
     def from_dict(cls, values: object, source: str = CARD_FILE) -> ModelCard:
@@ -212,9 +220,13 @@ def read_card(folder: Path) -> ModelCard:
 
 
 def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
-    path = folder / file
+    path, vocab = folder / file, folder / VOCAB_FILES[file]
     try:
-        tokenizer = Tokenizer(path, model_bytes=read_bytes(path, folder, MAX_TOKENIZER_BYTES))
+        model_bytes = read_bytes(path, folder, MAX_TOKENIZER_BYTES)
+        if os.path.lexists(vocab):
+            tokenizer = VocabTokenizer(path, vocab, model_bytes, read_json(vocab, folder, MAX_TOKENIZER_BYTES))
+        else:
+            tokenizer = Tokenizer(path, model_bytes=model_bytes)
     except (OSError, ValueError) as error:
         raise CheckpointError(f"{path}: {error}") from None
     if tokenizer.vocab_size != vocab_size:
@@ -259,7 +271,7 @@ class Checkpoint:
     def _source(self, text: str) -> tuple[list[int], int]:
         """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
         the user) when nothing of it is left to read."""
-        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.config.max_len)
+        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.config.max_len, self.config.eos_id)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
@@ -277,13 +289,17 @@ class Checkpoint:
         if side == "src":
             return self._source(text)[0]
         if side == "tgt":
-            return target_ids(self.tgt_tokenizer, self._checked(text), self.config.max_len)
+            return target_ids(self.tgt_tokenizer, self._checked(text), self.config.max_len, self.config.bos_id,
+                              self.config.eos_id)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
-    def translate(self, text: str, beam_size: int = 1, max_len: int | None = None, model: Transformer | None = None) -> Translation:
-        """Decode `text` (greedy when beam_size is 1), then capture one forward pass over the result.
+    def translate(self, text: str, beam_size: int | None = None, max_len: int | None = None,
+                  model: Transformer | None = None) -> Translation:
+        """Decode `text` (greedy when beam_size is 1; None: as the card's `decoding` says, greedy if it is silent),
+        then capture one forward pass over the result.
 
         `model` runs another set of weights with this checkpoint's tokenizers (e.g. a training snapshot)."""
+        beam_size = self.card.decoding.get("beam_size", 1) if beam_size is None else beam_size
         check_beam_size(beam_size)
         model = model or self.model
         ids, cut = self._source(text)
@@ -297,12 +313,19 @@ class Checkpoint:
                 f"The input is {len(ids) - 1 + cut} tokens long but this model reads at most {len(ids) - 1}: "
                 f"the last {cut} were cut off."
             )
-        unknown = ids.count(UNK_ID)
+        longest = self.card.training.get("longest_source_tokens")
+        if type(longest) is int and len(ids) - 1 > longest:
+            warnings.append(f"The input is {len(ids) - 1} tokens long, longer than anything this model trained on "
+                            f"(at most {longest}): expect dropped or invented words.")
+        warnings += input_warnings(self.card.task, text)
+        unknown = ids.count(self.src_tokenizer.unk_id)
         if unknown:
             warnings.append(f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids])
-        decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len)
-        sequence = [int(i) for i in decoded[0] if i != self.config.pad_id]
+        length_penalty = self.card.decoding.get("length_penalty", 0.6)
+        decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len,
+                                                                                 length_penalty)
+        sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
             probs = model(src, torch.tensor([decoder_input])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)

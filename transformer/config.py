@@ -9,7 +9,8 @@ from pathlib import Path
 from .safety import MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_VOCAB_SIZE
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "silu")
+POSITIONAL_LAYOUTS = ("interleaved", "halves")
 
 
 @dataclass(frozen=True)
@@ -25,13 +26,16 @@ class TransformerConfig:
     max_len: int = 128  # longest sequence (in tokens, BOS/EOS included) either side can have
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN with a final LayerNorm per stack
     positional: str = "sinusoidal"  # "sinusoidal" (fixed, the paper) or "learned" (an embedding per position)
-    activation: str = "relu"  # non-linearity of the feed-forward network: "relu" (paper) or "gelu"
+    activation: str = "relu"  # non-linearity of the feed-forward network: "relu" (paper), "gelu" or "silu" (Marian)
     pad_id: int = 0  # token id of padding: keys holding it are masked out
-    bos_id: int = 2  # token id the decoder input starts with
+    bos_id: int = 2  # token id the decoder input starts with; may be pad_id (Marian starts decoding with pad)
     eos_id: int = 3  # token id that ends a sequence; decoding stops on it
     tie_output_embedding: bool = True  # share the target embedding with the output projection (fewer parameters)
     share_embeddings: bool = False  # one embedding for source and target: only for a shared vocabulary
     layer_norm_eps: float = 1e-5  # LayerNorm epsilon, as in torch.nn.Transformer
+    # --- What converted models (transformer/convert.py: Marian / opus-mt) need; the defaults are this project's own.
+    scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (the paper; Marian's scale_embedding)
+    positional_layout: str = "interleaved"  # sinusoids: "interleaved" sin/cos (the paper) or "halves" (Marian)
 
     def __post_init__(self) -> None:
         _check_types_and_bounds(self)
@@ -54,12 +58,16 @@ class TransformerConfig:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {self.positional!r}")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
+        if self.positional_layout not in POSITIONAL_LAYOUTS:
+            raise ValueError(f"positional_layout must be one of {POSITIONAL_LAYOUTS}, got {self.positional_layout!r}")
+        if not isinstance(self.scale_embedding, bool):
+            raise ValueError(f"scale_embedding must be true or false, got {self.scale_embedding!r}")
         for name in ("pad_id", "bos_id", "eos_id"):
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
                 raise ValueError(f"{name} ({value!r}) must be a token id inside both vocabularies")
-        if len({self.pad_id, self.bos_id, self.eos_id}) != 3:
-            raise ValueError("pad_id, bos_id and eos_id must be three different ids")
+        if self.eos_id in (self.pad_id, self.bos_id):
+            raise ValueError("eos_id must differ from pad_id and bos_id (bos_id may equal pad_id)")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs src_vocab_size == tgt_vocab_size (one shared vocabulary)")
 

@@ -17,7 +17,7 @@ from typing import TextIO
 
 import torch
 
-from .tokenizer import BOS_ID, EOS_ID, Tokenizer
+from .tokenizer import BOS_ID, EOS_ID, Tokenizer, VocabTokenizer
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
 
@@ -164,14 +164,20 @@ def bounded(text: str, max_len: int) -> tuple[str, bool]:
     return collapsed[:limit], len(collapsed) > limit or len(window) < len(text)
 
 
-def source_ids(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int], int]:
+def _pieces_of(tokenizer: Tokenizer, text: str) -> list[int]:
+    """Ids of `text`, normalised as our models were trained; a converted model's tokenizer reads the text as its own
+    library does (see VocabTokenizer)."""
+    return tokenizer.encode(text if isinstance(tokenizer, VocabTokenizer) else normalize(text))
+
+
+def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
     """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
     Returns (ids, how many pieces were cut off the end to fit, counted in the part `bounded` keeps)."""
-    ids = tokenizer.encode(normalize(bounded(text, max_len)[0]))
+    ids = _pieces_of(tokenizer, bounded(text, max_len)[0])
     kept = ids[: max_len - 1]
-    return kept + [EOS_ID], len(ids) - len(kept)
+    return kept + [eos_id], len(ids) - len(kept)
 
 
-def target_ids(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
+def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> list[int]:
     """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
-    return [BOS_ID] + tokenizer.encode(normalize(bounded(text, max_len)[0]))[: max_len - 2] + [EOS_ID]
+    return [bos_id] + _pieces_of(tokenizer, bounded(text, max_len)[0])[: max_len - 2] + [eos_id]

@@ -20,7 +20,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff)
         self.linear2 = nn.Linear(config.d_ff, config.d_model)
-        self.activation = F.relu if config.activation == "relu" else F.gelu
+        self.activation = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[config.activation]
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

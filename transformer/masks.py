@@ -21,6 +21,21 @@ def causal_mask(size: int, device: torch.device | None = None) -> torch.Tensor:
     return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
 
 
+def decoder_lengths(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """How many leading positions of each decoder input are real: (batch, tgt_len) -> (batch,).
+
+    Padding is only ever appended, and position 0 (the start token) is always real: Marian models start decoding with
+    the pad id itself, so "id == pad" alone would mask their start token. The length is therefore one past the last
+    id that is not padding, and at least 1."""
+    positions = torch.arange(1, tgt.size(1) + 1, device=tgt.device)  # (tgt_len,) each position's length if last real
+    return (positions * (tgt != pad_id)).amax(dim=1).clamp(min=1)
+
+
+def length_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
+    """Keys before each sequence's length: (batch,) -> (batch, 1, 1, size) bool."""
+    return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
+
+
 def decoder_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """Decoder self-attention: causal and not padding. (batch, tgt_len) -> (batch, 1, tgt_len, tgt_len) bool."""
-    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), tgt.device)
+    """Decoder self-attention: causal and not trailing padding. (batch, tgt_len) -> (batch, 1, tgt_len, tgt_len)."""
+    return length_mask(decoder_lengths(tgt, pad_id), tgt.size(1)) & causal_mask(tgt.size(1), tgt.device)

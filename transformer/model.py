@@ -15,14 +15,15 @@ from .positional import make_positional
 
 
 class Embedding(nn.Module):
-    """Token embedding scaled by sqrt(d_model), plus the positional encoding, then dropout."""
+    """Token embedding scaled by sqrt(d_model) (unless config.scale_embedding is off), plus the positional encoding,
+    then dropout."""
 
     def __init__(self, vocab_size: int, config: TransformerConfig) -> None:
         super().__init__()
         self.token = nn.Embedding(vocab_size, config.d_model)
-        self.positional = make_positional(config.positional, config.max_len, config.d_model)
+        self.positional = make_positional(config.positional, config.max_len, config.d_model, config.positional_layout)
         self.dropout = nn.Dropout(config.dropout)
-        self.scale = math.sqrt(config.d_model)
+        self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
 
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """(batch, length) ids at positions offset, offset + 1, ... -> (batch, length, d_model)."""

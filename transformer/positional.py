@@ -7,8 +7,16 @@ import torch
 from torch import nn
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same): (max_len, d_model)."""
+def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved") -> torch.Tensor:
+    """The sinusoids sin(pos / 10000^(2i/d_model)) and cos(same), (max_len, d_model).
+
+    "interleaved" (the paper): PE[pos, 2i] = sin, PE[pos, 2i+1] = cos. "halves" (Marian / opus-mt): the sines fill the
+    first ceil(d_model / 2) dimensions and the cosines the rest, computed in float64 as transformers does."""
+    if layout == "halves":
+        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d_model / 2),)
+        angle = position * frequency  # (max_len, ceil(d_model / 2))
+        return torch.cat([angle.sin(), angle[:, : d_model // 2].cos()], dim=1).float()
     position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
     frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
     table = torch.zeros(max_len, d_model)
@@ -18,9 +26,9 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 
 
 class SinusoidalPositional(nn.Module):
-    def __init__(self, max_len: int, d_model: int) -> None:
+    def __init__(self, max_len: int, d_model: int, layout: str = "interleaved") -> None:
         super().__init__()
-        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)  # computed, not saved
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model, layout), persistent=False)  # computed, not saved
 
     def table(self) -> torch.Tensor:
         """(max_len, d_model): the encoding added at each position."""
@@ -36,5 +44,7 @@ class LearnedPositional(nn.Module):
         return self.embedding.weight
 
 
-def make_positional(kind: str, max_len: int, d_model: int) -> SinusoidalPositional | LearnedPositional:
-    return SinusoidalPositional(max_len, d_model) if kind == "sinusoidal" else LearnedPositional(max_len, d_model)
+def make_positional(
+    kind: str, max_len: int, d_model: int, layout: str = "interleaved"
+) -> SinusoidalPositional | LearnedPositional:
+    return SinusoidalPositional(max_len, d_model, layout) if kind == "sinusoidal" else LearnedPositional(max_len, d_model)

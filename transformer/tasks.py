@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import re
 import string
 from collections.abc import Callable
 
@@ -126,3 +127,16 @@ def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:
         raise ValueError(f"unknown task {task!r}; known tasks: {', '.join(TASKS)}")
     rng = random.Random(seed)
     return [TASKS[task](rng) for _ in range(n)]
+
+
+def input_warnings(task: str, text: str) -> list[str]:
+    """What a user should know before trusting the output on `text`: a year outside the dates task's training range
+    is turned into some year inside it."""
+    if task != "dates":
+        return []
+    years = [int(year) for year in re.findall(r"(?<!\d)\d{4}(?!\d)", text)]
+    outside = [year for year in years if not FIRST_DATE.year <= year <= LAST_DATE.year]
+    if not outside:
+        return []
+    return [f"This model was trained on years {FIRST_DATE.year}-{LAST_DATE.year} only: it cannot write "
+            f"{', '.join(map(str, outside))} and will put a year from its range instead."]

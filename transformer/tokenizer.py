@@ -7,6 +7,7 @@ constants (PAD_ID, BOS_ID, ...) without asking the tokenizer.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -82,6 +83,10 @@ class Tokenizer:
     def vocab_size(self) -> int:
         return self._sp.get_piece_size()
 
+    @property
+    def unk_id(self) -> int:
+        return self._sp.unk_id()
+
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without BOS/EOS; unknown characters become UNK_ID."""
         return self._sp.encode(text)
@@ -104,3 +109,60 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"
+
+
+class VocabTokenizer(Tokenizer):
+    """A sentencepiece model whose pieces are numbered by a separate piece -> id vocabulary (a JSON object), as in
+    Marian / opus-mt models: their model ids are not the sentencepiece ids. Encoding and decoding follow transformers'
+    MarianTokenizer: pieces missing from the vocabulary become <unk>, a leading language code such as ">>fra<<" is one
+    token, and text goes to sentencepiece as it is (sentencepiece normalises it itself)."""
+
+    SPECIAL_PIECES = ("<unk>", "</s>", "<pad>")  # left out of decoded text, as MarianTokenizer's skip_special_tokens
+
+    def __init__(self, model_path: str | Path, vocab_path: str | Path, model_bytes: bytes | None = None,
+                 vocab: object = None):
+        """`model_bytes`, `vocab`: the two files' content, already read (under the loading policy) by the caller."""
+        super().__init__(model_path, model_bytes)
+        self.vocab_path = Path(vocab_path)
+        if vocab is None:
+            try:
+                vocab = json.loads(self.vocab_path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                raise ValueError(f"{self.vocab_path}: not valid JSON ({error})") from None
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()):
+            raise ValueError(f"{self.vocab_path}: expected a JSON object of piece -> integer id")
+        if sorted(vocab.values()) != list(range(len(vocab))):
+            raise ValueError(f"{self.vocab_path}: ids must be 0, 1, ... {len(vocab) - 1}, each once")
+        if "<unk>" not in vocab:
+            raise ValueError(f"{self.vocab_path}: the vocabulary has no <unk> piece")
+        self._ids = vocab
+        self._pieces = {i: piece for piece, i in vocab.items()}
+        self._special = {vocab[piece] for piece in self.SPECIAL_PIECES if piece in vocab}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._ids)
+
+    @property
+    def unk_id(self) -> int:
+        return self._ids["<unk>"]
+
+    def encode_pieces(self, text: str) -> list[str]:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")  # lone surrogates -> U+FFFD
+        code = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:  # a target-language code, e.g. ">>fra<< ..."
+            code, text = [text[: end + 2]], text[end + 2:]
+        return code + self._sp.encode(text, out_type=str)
+
+    def encode(self, text: str) -> list[int]:
+        return [self._ids.get(piece, self.unk_id) for piece in self.encode_pieces(text)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        pieces = [self.id_to_piece(i) for i in ids if int(i) not in self._special]
+        return self._sp.decode_pieces(pieces).replace("\u2581", " ").strip()
+
+    def id_to_piece(self, i: int) -> str:
+        return self._pieces.get(int(i), "<unk>")
+
+    def __repr__(self) -> str:
+        return f"VocabTokenizer({str(self.path)!r}, {str(self.vocab_path)!r}, vocab_size={self.vocab_size})"

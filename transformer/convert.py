@@ -1,0 +1,300 @@
+"""Convert a pretrained model into an Atlas checkpoint folder: python -m transformer.convert marian SRC_FOLDER OUT_FOLDER
+
+SRC_FOLDER is a Hugging Face Marian (opus-mt) folder as `save_pretrained` writes it: config.json, model.safetensors (or
+pytorch_model.bin), source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies),
+tokenizer_config.json. Marian is the architecture this project implements (post-LN encoder-decoder, sinusoidal
+positions), so its weights go into our own model: one model, one set of hook names, every view unchanged.
+`--from-hub NAME` downloads the folder first with huggingface_hub (only then imported; needs the internet).
+
+Nothing is run from the folder: weights are read with safetensors or `torch.load(weights_only=True)`. Anything
+that differs from what our model computes is refused with a message naming the file and what differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .checkpoint import (CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, VOCAB_FILES, WEIGHTS_FILE,
+                         CheckpointError, ModelCard, build_model, load_checkpoint, load_weights)
+from .config import TransformerConfig
+from .positional import sinusoidal_table
+from .tokenizer import VocabTokenizer
+
+ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
+# Switches of older Marian/BART configs that, when on, mean a layout our model does not compute.
+UNSUPPORTED_SWITCHES = {"normalize_before": "pre-LN layers", "add_final_layer_norm": "a final LayerNorm per stack",
+                        "normalize_embedding": "a LayerNorm on the embeddings", "add_bias_logits": "a logits bias layer"}
+HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "source.spm",
+             "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json", "README.md"]
+EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station?", "The children are playing in the "
+                   "garden.", "We will go to the beach tomorrow."]}
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: file is missing") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return values
+
+
+def marian_config(hf: dict, source: Path) -> TransformerConfig:
+    """Our config for a transformers MarianConfig (as a dict), or CheckpointError naming what differs."""
+    def refuse(why: str) -> CheckpointError:
+        return CheckpointError(f"{source}: {why}; only Marian (opus-mt) models convert")
+
+    if hf.get("model_type") != "marian":
+        raise refuse(f"model_type is {hf.get('model_type')!r}, not 'marian'")
+    if hf.get("architectures", ["MarianMTModel"]) != ["MarianMTModel"]:
+        raise refuse(f"architectures is {hf.get('architectures')!r}, not ['MarianMTModel']")
+    for name, what in UNSUPPORTED_SWITCHES.items():
+        if hf.get(name):
+            raise refuse(f"{name} is on ({what}), which Marian's layout and ours do not have")
+    if hf.get("static_position_embeddings") is False:
+        raise refuse("static_position_embeddings is off (learned positions)")
+    for encoder_side, decoder_side in (("encoder_attention_heads", "decoder_attention_heads"),
+                                       ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf.get(encoder_side) != hf.get(decoder_side):
+            raise refuse(f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
+                         f"({hf.get(decoder_side)}); our model has one value for both stacks")
+    activation = hf.get("activation_function", "gelu")
+    if activation not in ACTIVATIONS:
+        raise refuse(f"activation_function {activation!r} is not one of {sorted(ACTIVATIONS)}")
+    shared = hf.get("share_encoder_decoder_embeddings", True)
+    vocab_size = hf.get("vocab_size", 58101)
+    try:
+        return TransformerConfig(
+            src_vocab_size=vocab_size,
+            tgt_vocab_size=vocab_size if shared else hf.get("decoder_vocab_size") or vocab_size,
+            d_model=hf["d_model"],
+            num_heads=hf["encoder_attention_heads"],
+            num_encoder_layers=hf["encoder_layers"],
+            num_decoder_layers=hf["decoder_layers"],
+            d_ff=hf["encoder_ffn_dim"],
+            dropout=float(hf.get("dropout", 0.1)),
+            max_len=hf.get("max_position_embeddings", 1024),
+            activation=ACTIVATIONS[activation],
+            pad_id=hf["pad_token_id"],
+            bos_id=hf.get("decoder_start_token_id", hf["pad_token_id"]),  # Marian starts decoding with its pad id
+            eos_id=hf["eos_token_id"],
+            tie_output_embedding=bool(hf.get("tie_word_embeddings", True)),
+            share_embeddings=bool(shared),
+            scale_embedding=bool(hf.get("scale_embedding", False)),
+            positional_layout="halves",
+        )
+    except KeyError as error:
+        raise CheckpointError(f"{source}: no {error.args[0]!r} field") from None
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{source}: {error}") from None
+
+
+def read_marian_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The tensors of model.safetensors (or pytorch_model.bin), as fp32, and the file they came from."""
+    path = folder / "model.safetensors"
+    if not path.exists():
+        if (folder / "model.safetensors.index.json").exists() or (folder / "pytorch_model.bin.index.json").exists():
+            raise CheckpointError(f"{folder}: sharded weights (*.index.json) are not supported; Marian models have one "
+                                  "weights file")
+        if (folder / "pytorch_model.bin").exists():
+            return load_weights(folder / "pytorch_model.bin"), folder / "pytorch_model.bin"
+        raise CheckpointError(f"{path}: file is missing (nor is there a pytorch_model.bin)")
+    try:
+        from safetensors.torch import load_file
+    except ImportError:
+        raise CheckpointError(f"{path}: reading it needs the safetensors package (pip install safetensors)") from None
+    try:
+        state = load_file(str(path))
+    except Exception as error:  # safetensors reports a truncated or foreign file with its own exception types
+        raise CheckpointError(f"{path}: not a readable safetensors file ({type(error).__name__}: {error})") from None
+    return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}, path
+
+
+def _layer_names(side: str, i: int) -> dict[str, str]:
+    """Our parameter prefix -> transformers' for layer i of the 'encoder' or 'decoder' stack."""
+    ours, theirs = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
+    names = {"self_attn.W_q": "self_attn.q_proj", "self_attn.W_k": "self_attn.k_proj",
+             "self_attn.W_v": "self_attn.v_proj", "self_attn.W_o": "self_attn.out_proj",
+             "feed_forward.linear1": "fc1", "feed_forward.linear2": "fc2", "ff_residual.norm": "final_layer_norm"}
+    if side == "encoder":
+        names["attn_residual.norm"] = "self_attn_layer_norm"
+    else:
+        names |= {"cross_attn.W_q": "encoder_attn.q_proj", "cross_attn.W_k": "encoder_attn.k_proj",
+                  "cross_attn.W_v": "encoder_attn.v_proj", "cross_attn.W_o": "encoder_attn.out_proj",
+                  "self_attn_residual.norm": "self_attn_layer_norm",
+                  "cross_attn_residual.norm": "encoder_attn_layer_norm"}
+    return {ours + mine + kind: theirs + hf + kind for mine, hf in names.items() for kind in (".weight", ".bias")}
+
+
+def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source: Path) -> dict[str, torch.Tensor]:
+    """Our state_dict from transformers' MarianMTModel tensors; CheckpointError for anything missing, left over or
+    inconsistent with the config."""
+    hf = dict(hf)
+    used: set[str] = set()
+
+    def take(*names: str) -> torch.Tensor:
+        for name in names:
+            if name in hf:
+                used.add(name)
+                return hf[name]
+        raise CheckpointError(f"{source}: no tensor {' or '.join(names)}")
+
+    state = {}
+    for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
+        for i in range(layers):
+            state |= {ours: take(theirs) for ours, theirs in _layer_names(side, i).items()}
+        state[f"{side}.embed.token.weight"] = take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
+        positions = f"model.{side}.embed_positions.weight"
+        if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
+            used.add(positions)
+            table = sinusoidal_table(hf[positions].size(0), config.d_model, "halves")
+            if hf[positions].shape != table.shape or not torch.allclose(hf[positions], table, atol=1e-4):
+                raise CheckpointError(f"{source}: {positions} is not Marian's sinusoidal table")
+    output = "lm_head.weight"
+    state["generator.weight"] = take(output) if output in hf else state["decoder.embed.token.weight"]
+    if output not in hf and not config.tie_output_embedding:
+        raise CheckpointError(f"{source}: no tensor {output} (and tie_word_embeddings is off)")
+    bias = take("final_logits_bias") if "final_logits_bias" in hf else torch.zeros(1, config.tgt_vocab_size)
+    state["generator.bias"] = bias.reshape(-1)  # (1, tgt_vocab) -> (tgt_vocab,)
+    if "model.shared.weight" in hf:
+        used.add("model.shared.weight")
+    left_over = sorted(set(hf) - used)
+    if left_over:
+        raise CheckpointError(f"{source}: tensors our model has no place for: {', '.join(left_over[:5])}"
+                              f"{' ...' if len(left_over) > 5 else ''}")
+    for tied, what in (((config.share_embeddings, "encoder.embed.token.weight", "decoder.embed.token.weight"),
+                        "shared encoder and decoder embeddings"),
+                       ((config.tie_output_embedding, "decoder.embed.token.weight", "generator.weight"),
+                        "an output projection tied to the decoder embedding")):
+        on, first, second = tied
+        if on and (state[first].shape != state[second].shape or not torch.equal(state[first], state[second])):
+            raise CheckpointError(f"{source}: config.json asks for {what}, but the weights differ")
+    return state
+
+
+def licence_of(folder: Path) -> str:
+    """The `license:` of the model card's front matter (README.md), or "" when there is none."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return ""
+    lines = readme.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return ""
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        key, _, value = line.partition(":")
+        if key.strip() == "license":
+            return value.strip().strip("'\"")
+    return ""
+
+
+def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", log=print) -> None:
+    """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`."""
+    src, out = Path(src), Path(out)
+    if not src.is_dir():
+        raise CheckpointError(f"{src}: no such folder")
+    log(f"reading {src / 'config.json'}")
+    hf_config = _read_json(src / "config.json")
+    config = marian_config(hf_config, src / "config.json")
+    tokenizer_config = _read_json(src / "tokenizer_config.json") if (src / "tokenizer_config.json").exists() else {}
+    separate = bool(tokenizer_config.get("separate_vocabs", False))
+    if separate == config.share_embeddings:
+        raise CheckpointError(f"{src / 'tokenizer_config.json'}: separate_vocabs is {separate}, but config.json's "
+                              f"share_encoder_decoder_embeddings is {config.share_embeddings}")
+    log("reading the tokenizers")
+    sides = {SRC_TOKENIZER_FILE: (src / "source.spm", src / "vocab.json", config.src_vocab_size),
+             TGT_TOKENIZER_FILE: (src / "target.spm", src / ("target_vocab.json" if separate else "vocab.json"),
+                                  config.tgt_vocab_size)}
+    for spm_path, vocab_path, size in sides.values():
+        for path in (spm_path, vocab_path):
+            if not path.is_file():
+                raise CheckpointError(f"{path}: file is missing")
+        try:
+            tokenizer = VocabTokenizer(spm_path, vocab_path)
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{spm_path}: {error}") from None
+        if tokenizer.vocab_size != size:
+            raise CheckpointError(f"{vocab_path}: {tokenizer.vocab_size} pieces, but config.json says {size}")
+        for name, token_id in (("pad", config.pad_id), ("eos", config.eos_id)):
+            piece = {"pad": "<pad>", "eos": "</s>"}[name]
+            if tokenizer.id_to_piece(token_id) != piece:
+                raise CheckpointError(f"{vocab_path}: id {token_id} ({name}_token_id in config.json) is "
+                                      f"{tokenizer.id_to_piece(token_id)!r}, not {piece!r}")
+    log("reading the weights")
+    tensors, weights_path = read_marian_weights(src)
+    model = build_model(config, marian_state(config, tensors, weights_path), weights_path)
+    log(f"writing {out}")
+    out.mkdir(parents=True, exist_ok=True)
+    config.save(out / CONFIG_FILE)
+    torch.save(model.state_dict(), out / WEIGHTS_FILE)
+    for file, (spm_path, vocab_path, _) in sides.items():
+        shutil.copyfile(spm_path, out / file)
+        shutil.copyfile(vocab_path, out / VOCAB_FILES[file])
+    source_lang = str(tokenizer_config.get("source_lang") or "")
+    target_lang = str(tokenizer_config.get("target_lang") or "")
+    origin = origin or str(src.resolve())
+    pair = f" ({source_lang} → {target_lang})" if source_lang and target_lang else ""
+    ModelCard(
+        name=out.name,
+        task="translate",
+        description=f"A pretrained Marian translation model{pair} converted from {origin}: its weights run in this "
+                    "project's own Transformer, checked equal to transformers' MarianMTModel.",
+        data=f"As documented by the original model ({origin}); Marian opus-mt models are trained on OPUS corpora.",
+        examples=EXAMPLES.get(source_lang.split("_")[0], []),
+        machine=f"converted with torch {torch.__version__}",
+        parameters=model.num_parameters(),
+        source=origin,
+        licence=licence_of(src) or "unknown: see the original model's card",
+        conversion_command=command,
+    ).save(out / CARD_FILE)
+    log("checking that the folder loads")
+    load_checkpoint(out)
+    log(f"done: {out} ({model.num_parameters():,} parameters)")
+
+
+def download(name: str) -> Path:
+    """The files of hub model `name` that conversion reads, fetched with huggingface_hub (imported only here)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise SystemExit("--from-hub needs huggingface_hub: pip install huggingface_hub") from None
+    return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m transformer.convert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["marian"], help="the kind of model to convert")
+    parser.add_argument("folders", nargs="+", metavar="SRC_FOLDER OUT_FOLDER",
+                        help="the Hugging Face folder and the checkpoint folder to write (OUT_FOLDER alone with "
+                             "--from-hub)")
+    parser.add_argument("--from-hub", metavar="NAME", help="download NAME (e.g. Helsinki-NLP/opus-mt-en-fr) first")
+    args = parser.parse_args(argv)
+    if len(args.folders) != (1 if args.from_hub else 2):
+        parser.error("give SRC_FOLDER OUT_FOLDER, or --from-hub NAME OUT_FOLDER")
+    command = shlex.join(["python", "-m", "transformer.convert", *argv])
+    try:
+        if args.from_hub:
+            print(f"downloading {args.from_hub}")
+            src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"
+        else:
+            src, origin = Path(args.folders[0]), ""
+        convert_marian(src, Path(args.folders[-1]), command, origin)
+    except CheckpointError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
+if __name__ == "__main__":
+    main()
