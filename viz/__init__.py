@@ -5,7 +5,7 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 (layers, heads, q_len, k_len); masks are `blocked` dicts, reason -> bool (q_len, k_len), True = blocked, built by
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
-from .attention import compare_figure, decoding_step_figure, head_heatmap, stages_figure
+from .attention import compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import model_view
@@ -21,7 +21,7 @@ __all__ = [
     "KINDS", "PADDING", "CAUSAL", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
     "Theme", "toolbar_config", "safe_label",
     "mask_reasons", "model_mask", "mask_figure",
-    "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure",
+    "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
     "model_view", "snapshots_figure", "loss_curve",
     "pe_heatmap", "pe_curves", "pe_similarity",
     "head_statistics", "statistics_scatter",

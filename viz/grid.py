@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .conventions import check_blocked, check_stack
-from .labels import safe_label, token_axis
+from .labels import safe_label
 from .layout import lay_out
 from .panels import set_colour_axis, subplots, value_range
 from .png import png_data_uri
@@ -65,18 +65,15 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=safe_label(reason),
                                  marker=dict(symbol="square", color=css_colour(mask_rgba(reason)))))
     set_colour_axis(fig, "coloraxis", theme.sequential, cmin, cmax, "weight")
-    every_panel = layers * heads <= LABEL_EVERY_PANEL
-    lay_out(fig, theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title, panel_titles=True,
-            colour_bars=[("coloraxis", heads)], label_every_panel=every_panel, legend=bool(blocked))
     # scaleanchor=False: Plotly.js locks an image's y axis to its x axis (square pixels) unless the axis is
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, scaleanchor=False, autorange="reversed")
+    fig.update_yaxes(scaleanchor=False, autorange="reversed")
     # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
     # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
-    fig.update_xaxes(token_axis(k_tokens), showticklabels=True, row=None if every_panel else layers)
-    fig.update_yaxes(token_axis(q_tokens), showticklabels=True, col=None if every_panel else 1)
+    lay_out(fig, theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title, panel_titles=True,
+            colour_bars=[("coloraxis", heads)], label_every_panel=layers * heads <= LABEL_EVERY_PANEL,
+            token_ticks=True, legend=bool(blocked))
     return apply_theme(fig, theme, title)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go
 
+from .labels import token_axis
 from .theme import Theme
 
 TOKEN_STEP_EM = 1.3  # pixels per token along an axis, in tick-font sizes: one line of text and a gap
@@ -66,14 +67,16 @@ def colour_bar_px(theme: Theme) -> float:
 
 
 def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="", panel_titles=False,
-            colour_bars=(), label_every_panel=False, legend=False, min_panel_px=None) -> Fit:
+            colour_bars=(), label_every_panel=False, token_ticks=False, legend=False, min_panel_px=None) -> Fit:
     """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable.
 
     row_labels, col_labels: the raw labels of a panel's rows and columns (the same in every panel).
     colour_bars: (coloraxis name, column) pairs: that axis's colour bar stands right of grid column `column`
     (1-based; the last column puts it at the right edge). label_every_panel: tick labels on every panel instead of
     the outer ones only (the caller sets showticklabels). panel_titles: make_subplots titles, one per panel in
-    order, placed above their panels. legend: leave room for the horizontal legend at the bottom.
+    order, placed above their panels. legend: leave room for the horizontal legend at the bottom. token_ticks:
+    put the token tick labels on the axes that show them (the outer ones, or all) and hide the others' (figures
+    drawn with panels.add_matrix have theirs already).
     """
     budget_w, budget_h = BUDGET_PX[theme.large]
     font = token_font(theme, [(len(col_labels), budget_w / cols), (len(row_labels), budget_h / rows)])
@@ -106,24 +109,33 @@ def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, col
                   t=title_band + panel_title_band, b=x_band + 10 + (2 * LINE_EM * theme.font_size if legend else 0))
     width = max(margin["l"] + plot_w + margin["r"], text_px(title, theme.title_size) + 40)
     plot_w = width - margin["l"] - margin["r"]  # a wide title widens the plot area: the panels keep their place
+    # One update_layout for everything: setting 96 axes one by one costs seconds in plotly.py.
+    layout = dict(width=round(width), height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
+                  title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
+                             pad=dict(t=8, l=12)))
+    titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations]
     for index in range(rows * cols):
         row, col = divmod(index, cols)
-        subplot = fig.get_subplot(row + 1, col + 1)
-        subplot.xaxis.domain = [_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)]
-        subplot.yaxis.domain = [_fraction(plot_h - top[row] - panel_h, plot_h), _fraction(plot_h - top[row], plot_h)]
-        if panel_titles and index < len(fig.layout.annotations):
-            fig.layout.annotations[index].update(x=(left[col] + panel_w / 2) / plot_w, y=1 - top[row] / plot_h,
-                                                 yanchor="bottom", yshift=2)
+        x_name, y_name = (f"{letter}axis{index + 1 if index else ''}" for letter in "xy")  # make_subplots' names
+        layout[x_name] = dict(domain=[_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)],
+                              tickfont_size=font, tickangle=x_angle, automargin=True)
+        layout[y_name] = dict(domain=[_fraction(plot_h - top[row] - panel_h, plot_h),
+                                      _fraction(plot_h - top[row], plot_h)], tickfont_size=font, automargin=True)
+        if token_ticks:  # the outer axes, or all of them
+            layout[x_name].update(token_axis(col_labels) if label_every_panel or row == rows - 1 else {},
+                                  showticklabels=label_every_panel or row == rows - 1)
+            layout[y_name].update(token_axis(row_labels) if label_every_panel or col == 0 else {},
+                                  showticklabels=label_every_panel or col == 0)
+        if panel_titles and index < len(titles):
+            titles[index].update(x=(left[col] + panel_w / 2) / plot_w, y=1 - top[row] / plot_h, yanchor="bottom",
+                                 yshift=2)
+    if panel_titles:
+        layout["annotations"] = titles
     for name, column in colour_bars:
-        fig.layout[name].colorbar.update(
-            x=(left[column - 1] + panel_w + 10) / plot_w, xanchor="left", y=1, yanchor="top",
-            lenmode="pixels", len=min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX,
-            title_side="right")
-    fig.update_xaxes(tickfont_size=font, tickangle=x_angle, automargin=True)
-    fig.update_yaxes(tickfont_size=font, automargin=True)
-    fig.update_layout(width=round(width), height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
-                      title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
-                                 pad=dict(t=8, l=12)))
+        layout[name] = dict(colorbar=dict(
+            x=(left[column - 1] + panel_w + 10) / plot_w, xanchor="left", y=1, yanchor="top", lenmode="pixels",
+            len=min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title_side="right"))
+    fig.update_layout(layout)
     return Fit(font, column_px, row_px, x_angle)
 
 
