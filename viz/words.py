@@ -60,7 +60,7 @@ def merge_words(weights, q_pieces, k_pieces):
         raise ValueError(f"weights end in {weights.shape[-2:]}, but the pieces give "
                          f"{(len(q_pieces), len(k_pieces))}")
     queries = _membership(q_pieces)
-    queries = queries / queries.sum(axis=0, keepdims=True)  # (q_len, q_words): each word's column averages: each word's column averages
+    queries = queries / queries.sum(axis=0, keepdims=True)  # (q_len, q_words): each word's column averages
     merged = np.einsum("qw,...qk,kv->...wv", queries, weights, _membership(k_pieces))  # (..., q_words, k_words)
     return merged, word_labels(q_pieces), word_labels(k_pieces)
 
