@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from .labels import safe_label
 from .layout import BUDGET_PX, TOKEN_STEP_EM, lay_out
 from .panels import add_matrix, has_legend, set_colour_axis, subplots, value_range
 from .theme import Theme, apply_theme
@@ -32,7 +33,15 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     return apply_theme(fig, theme, title)
 
 
-def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
+def series_name(key, metric_name=None) -> str:
+    """A history key as a legend reads it: "dev_metric" -> "dev BLEU" (with metric_name "BLEU"), "train_loss" ->
+    "train loss"."""
+    if key == "dev_metric" and metric_name:
+        return f"dev {metric_name}"
+    return str(key).replace("_", " ")
+
+
+def loss_curve(history, *, metric_name=None, title="Training", theme=Theme()) -> go.Figure:
     """Curves of a training history: a list of dicts such as {"step", "train_loss", "dev_loss", "dev_metric"}.
 
     Every numeric key but "step" becomes a line, drawn only at the entries that have it (dev values are usually
@@ -47,13 +56,15 @@ def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
         values = pd.to_numeric(frame[name], errors="coerce")
         logged = values.notna()
         if logged.any():
-            fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=name,
-                                     hovertemplate=f"{name}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
+            label = safe_label(series_name(name, metric_name))
+            fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=label,
+                                     hovertemplate=f"{label}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
                           secondary_y="loss" not in name)
     if not fig.data:
         fig.add_annotation(text="no training history", showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_xaxes(title_text=x.name)
     fig.update_yaxes(title_text="loss", secondary_y=False)
     # Its own ticks (tickmode "auto"): ticks synced to the loss axis land on odd values such as 0.306.
-    fig.update_yaxes(title_text="metric", secondary_y=True, showgrid=False, tickmode="auto")
+    fig.update_yaxes(title_text=safe_label(metric_name or "metric"), secondary_y=True, showgrid=False,
+                     tickmode="auto")
     return apply_theme(fig, theme, title)
