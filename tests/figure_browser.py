@@ -90,7 +90,7 @@ def figure_html(fig) -> str:
 
 def measure(page, fig, screenshot: Path | None = None) -> dict:
     """Draw `fig` in the playwright `page` and return MEASURE_JS's measurements (optionally a screenshot)."""
-    page.set_content(figure_html(fig), wait_until="load")
+    page.set_content(figure_html(fig), wait_until="load", timeout=240_000)  # 256-token grids draw for seconds
     page.wait_for_selector(".js-plotly-plot .main-svg")
     page.wait_for_function("() => document.querySelector('.js-plotly-plot')._fullLayout._size !== undefined")
     result = page.evaluate(MEASURE_JS)
