@@ -67,7 +67,7 @@ def colour_bar_px(theme: Theme) -> float:
 
 
 def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="", panel_titles=False,
-            colour_bars=(), label_every_panel=False, token_ticks=False, legend=False, min_panel_px=None) -> Fit:
+            colour_bars=(), label_every_panel=False, token_ticks=False, legend=False) -> Fit:
     """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable.
 
     row_labels, col_labels: the raw labels of a panel's rows and columns (the same in every panel).
@@ -80,7 +80,7 @@ def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, col
     """
     budget_w, budget_h = BUDGET_PX[theme.large]
     font = token_font(theme, [(len(col_labels), budget_w / cols), (len(row_labels), budget_h / rows)])
-    smallest = min_panel_px or (min(MIN_PANEL_EM * theme.font_size, budget_w / cols),
+    smallest = (min(MIN_PANEL_EM * theme.font_size, budget_w / cols),
                                 min(MIN_PANEL_EM * theme.font_size, budget_h / rows))
     column_px = max(TOKEN_STEP_EM * font, smallest[0] / max(len(col_labels), 1))
     row_px = max(TOKEN_STEP_EM * font, smallest[1] / max(len(row_labels), 1))
