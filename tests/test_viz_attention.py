@@ -90,9 +90,13 @@ def test_fixed_scale_is_zero_to_one_otherwise_the_heads_range():
     assert (own.cmin, own.cmax) == (0, 0.5)
 
 
-def test_show_values_prints_the_weights():
-    assert viz.head_heatmap(_weights(), TOKENS, TOKENS, show_values=True).data[0].texttemplate == "%{z:.2f}"
+def test_show_values_prints_the_weights_only_where_they_fit():
+    shown = viz.head_heatmap(_weights(), TOKENS, TOKENS, show_values=True).data[0]
+    assert shown.texttemplate == "%{z:.2f}" and shown.textfont.size >= viz.Theme().min_font_size
     assert viz.head_heatmap(_weights(), TOKENS, TOKENS).data[0].texttemplate is None
+    many = [f"t{i}" for i in range(40)]  # 40 columns at the smallest labels: 13 px per cell, "0.42" needs 25
+    crowded = viz.head_heatmap(np.full((40, 40), 1 / 40), many, many, show_values=True)
+    assert crowded.data[0].texttemplate is None
 
 
 def test_weights_that_do_not_match_the_tokens_are_refused():
@@ -124,6 +128,7 @@ def test_compare_shows_both_heads_and_their_difference_on_a_centred_scale():
     # the weight bar stands between panels 2 and 3: its title runs upwards so that it stays out of panel 3
     assert fig.layout.coloraxis.colorbar.x < fig.layout.xaxis3.domain[0]
     assert fig.layout.coloraxis.colorbar.title.side == "right"
+    assert fig.layout.coloraxis2.colorbar.x > fig.layout.xaxis3.domain[1]
     assert [a.text for a in fig.layout.annotations] == ["L0 H1", "&lt;i&gt;L2&lt;/i&gt;",
                                                         "L0 H1 − &lt;i&gt;L2&lt;/i&gt;"]
 
@@ -142,7 +147,8 @@ def test_decoding_step_shows_one_row_per_head_and_the_output_so_far():
     assert fig.layout.yaxis.ticktext == ("L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2")
     assert fig.layout.xaxis.ticktext == ESCAPED
     assert list(heatmap.customdata[4, 2][:2]) == ["L1 H1", "▁cat"]
-    assert fig.layout.title.text == "Step 2 · output so far: &lt;s&gt; ▁le"
+    assert fig.layout.title.text == "Step 2 · query ▁le · every head"  # short: the output so far goes above it
+    assert viz.decoding_step_caption(2, ["<s>", "▁le"]) == "Step 2 · output so far: <s> ▁le"  # plain text
     padding = np.isfinite(np.asarray(_trace(fig, "padding").z, dtype=float))
     assert padding[:, 4].all() and not padding[:, :4].any()
 
@@ -155,3 +161,14 @@ def test_mask_figure_shows_each_reason_then_all():
     np.testing.assert_array_equal(combined.z, (blocked["padding"] | blocked["causal"]).astype(float))
     overlays = [t.name for t in fig.data if t.name != "blocked"]
     assert overlays == ["padding", "causal", "padding", "causal"]
+
+
+def test_mask_figure_all_reasons_leaves_padded_queries_unshaded():
+    query_is_pad = np.array([False, False, False, True, True])
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, query_is_pad=query_is_pad)
+    fig = viz.mask_figure(blocked, TOKENS, TOKENS)
+    assert [a.text for a in fig.layout.annotations] == ["padding", "padded query", "all reasons"]
+    combined = [t for t in fig.data if t.name == "blocked"][2]
+    np.testing.assert_array_equal(combined.z, blocked["padding"].astype(float))  # what the model blocks
+    overlays = [t.name for t in fig.data if t.name != "blocked"]
+    assert overlays == ["padding", "padded query", "padding"]

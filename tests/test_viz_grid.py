@@ -60,8 +60,12 @@ def test_model_view_has_one_titled_image_per_head_in_layer_major_order():
     tokens = list("abcde")
     fig = viz.model_view(stack, tokens, tokens)
     images = [t for t in fig.data if isinstance(t, go.Image)]
-    assert len(images) == 48
-    assert not [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert len(images) == 48 and fig.data[:48] == tuple(images)
+    hover = [t for t in fig.data if isinstance(t, go.Heatmap)]  # invisible: they carry the hover of each panel
+    assert [t.meta for t in hover] == [t.meta for t in images]
+    np.testing.assert_array_equal(hover[13].z, stack[1, 5])
+    assert list(hover[13].customdata[2, 4]) == ["c", "e"] and "weight: %{z" in hover[13].hovertemplate
+    assert all(t.hoverinfo == "skip" for t in images)
     titles = [a.text for a in fig.layout.annotations]
     assert titles[:3] == ["L0 H0", "L0 H1", "L0 H2"] and titles[8] == "L1 H0" and titles[-1] == "L5 H7"
     for index in (0, 13, 47):
@@ -98,16 +102,18 @@ def test_model_view_blends_masks_like_the_overlays():
     assert tuple(unmasked[0, 1]) == BLUES_LOW
 
 
-def test_model_view_ticks_tokens_only_on_the_outer_panels_and_only_when_few():
+def test_model_view_ticks_every_token_on_the_outer_panels_or_on_all_when_few():
     tokens = ["<s>", "▁a", "▁a"]
-    fig = viz.model_view(random_stack(3, 2, 2), tokens, tokens)
-    assert fig.layout.xaxis3.ticktext == ("&lt;s&gt;", "▁a", "▁a")  # bottom-left panel
-    assert fig.layout.xaxis3.showticklabels and fig.layout.yaxis3.showticklabels
+    fig = viz.model_view(random_stack(3, 2, 4), tokens, tokens)  # 8 panels: the outer ones
+    assert fig.layout.xaxis5.ticktext == ("&lt;s&gt;", "▁a", "▁a")  # bottom-left panel
+    assert fig.layout.xaxis5.showticklabels and fig.layout.yaxis5.showticklabels
     assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
     assert fig.layout.xaxis.tickvals is None  # unlabelled axes carry no token ticks: each costs the browser time
-    many = [str(i) for i in range(40)]
-    assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.showticklabels is False
-    assert viz.model_view(random_stack(40, 1, 1), many, many).layout.xaxis.tickvals is None
+    few = viz.model_view(random_stack(3, 2, 2), tokens, tokens)  # 4 panels: every one labelled
+    assert all(axis.showticklabels and len(axis.tickvals) == 3 for axis in [*few.select_xaxes(), *few.select_yaxes()])
+    many = [str(i) for i in range(256)]
+    layout = viz.model_view(random_stack(256, 1, 2), many, many).layout
+    assert len(layout.xaxis.ticktext) == 256 and layout.xaxis.tickmode == "array"
 
 
 def panel_widths(layout, count) -> list[float]:
@@ -135,10 +141,11 @@ def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
 
 
 def test_model_view_json_grows_slowly_enough_for_256_tokens():
-    small, larger = run(sizes=(16, 32), layers=6, heads=8, repeats=1)
-    per_cell = (larger["json_bytes"] - small["json_bytes"]) / (48 * (32 ** 2 - 16 ** 2))
-    predicted_256 = small["json_bytes"] + per_cell * 48 * (256 ** 2 - 16 ** 2)
-    print(f"16 tokens: {small['json_bytes']} B, {per_cell:.2f} B per added cell, 256 tokens ~ {predicted_256:.0f} B")
+    # Beyond grid.HOVER_CELLS cells (here from 64 tokens on) the panels are images only, a byte or so per cell.
+    small, larger = run(sizes=(64, 80), layers=6, heads=8, repeats=1)
+    per_cell = (larger["json_bytes"] - small["json_bytes"]) / (48 * (80 ** 2 - 64 ** 2))
+    predicted_256 = small["json_bytes"] + per_cell * 48 * (256 ** 2 - 64 ** 2)
+    print(f"64 tokens: {small['json_bytes']} B, {per_cell:.2f} B per added cell, 256 tokens ~ {predicted_256:.0f} B")
     assert small["json_bytes"] < PAYLOAD_LIMIT_BYTES
     assert predicted_256 < PAYLOAD_LIMIT_BYTES
 
@@ -148,12 +155,14 @@ def test_model_view_refuses_a_stack_that_is_not_four_dimensional():
         viz.model_view(np.zeros((3, 3)), ["a"] * 3, ["a"] * 3)
 
 
-@pytest.mark.parametrize("layers, q_len, large", [(1, 16, False), (3, 10, False), (6, 16, False), (3, 10, True)])
+@pytest.mark.parametrize("layers, q_len, large", [(1, 16, False), (3, 10, False), (6, 64, False), (3, 24, True)])
 def test_model_view_panels_leave_a_text_line_per_labelled_token(layers, q_len, large):
     theme = viz.Theme(large=large)
     labels = [f"t{i}" for i in range(q_len)]
     fig = viz.model_view(random_stack(q_len, layers, 2), labels, labels, theme=theme)
     margin = fig.layout.margin
-    plot_px = fig.layout.height - (margin.t or 100) - (margin.b or 80)  # Plotly's defaults where the theme is silent
+    plot_px = fig.layout.height - margin.t - margin.b
     domain = fig.layout.yaxis.domain
-    assert plot_px * (domain[1] - domain[0]) / q_len >= theme.font_size
+    font = fig.layout.yaxis.tickfont.size
+    assert font >= theme.min_font_size
+    assert plot_px * (domain[1] - domain[0]) / q_len >= 1.3 * font - 0.1  # the height is rounded to a pixel

@@ -35,3 +35,16 @@ def test_pe_similarity_dot_product_and_cosine():
     unit = PE / np.linalg.norm(PE, axis=1, keepdims=True)
     assert cosine[0, 2] == pytest.approx(unit[0] @ unit[2])
     assert "cosine" in viz.pe_similarity(PE, cosine=True).layout.title.text
+
+
+def test_pe_curves_default_to_dimensions_spread_over_the_model_width():
+    assert viz.default_pe_dims(256) == [0, 64, 128, 192]
+    assert viz.default_pe_dims(32) == [0, 8, 16, 24]
+    assert viz.default_pe_dims(2) == [0]
+    pe = np.random.default_rng(0).normal(size=(5, 16))
+    assert [t.name for t in viz.pe_curves(pe).data] == ["dim 0", "dim 4", "dim 8", "dim 12"]
+
+
+def test_pe_similarity_is_square():
+    fig = viz.pe_similarity(PE)
+    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.yaxis.scaleratio == 1

@@ -98,7 +98,9 @@ def test_statistics_scatter_colours_by_layer():
     stacks = {"encoder self": np.random.default_rng(0).dirichlet(np.ones(4), size=(3, 2, 4))}
     frame = viz.head_statistics(stacks, {"encoder self": list("abcd")}, {"encoder self": list("abcd")})
     fig = viz.statistics_scatter(frame, x="entropy", y="first_share")
-    assert [t.name for t in fig.data] == ["layer 0", "layer 1", "layer 2"]
+    assert [t.name for t in fig.data] == ["layer 0", "layer 1", "layer 2", "encoder self attention"]
+    assert fig.data[3].marker.symbol == "circle" and fig.data[3].x == (None,)  # the legend names the shapes
+    assert "hover" not in viz.SCATTER_CAPTION
     np.testing.assert_allclose(fig.data[1].x, frame.loc[frame.layer == 1, "entropy"])
     np.testing.assert_allclose(fig.data[1].y, frame.loc[frame.layer == 1, "first_share"])
     assert fig.layout.xaxis.title.text == "entropy"

@@ -9,6 +9,9 @@ TOKENS = ["<s>", "▁a", "▁a"]
 
 def test_snapshots_are_small_multiples_in_order_on_one_scale():
     snapshots = [(f"step {s}", np.eye(3) * (i + 1) / 4) for i, s in enumerate([0, 10, 100, 1000, 5000])]
+    many = [f"t{i}" for i in range(64)]
+    long = viz.snapshots_figure([(label, np.eye(64)) for label, _ in snapshots], many, many, columns=3)
+    assert long.layout.xaxis2.anchor == "y2" and long.layout.yaxis2.domain[1] < long.layout.yaxis.domain[0]  # one a row
     fig = viz.snapshots_figure(snapshots, TOKENS, TOKENS, columns=3)
     heatmaps = [t for t in fig.data if t.name == "weight"]
     assert len(heatmaps) == 5
@@ -33,13 +36,20 @@ def test_loss_curve_draws_each_series_only_where_it_was_logged():
         {"step": 50, "train_loss": 3.0},
         {"step": 100, "train_loss": 2.0, "dev_loss": 2.5, "dev_metric": 0.4},
     ]
-    fig = viz.loss_curve(history)
+    fig = viz.loss_curve(history, metric_name="BLEU")
     lines = {t.name: t for t in fig.data}
-    assert list(lines) == ["train_loss", "dev_loss", "dev_metric"]
-    np.testing.assert_array_equal(lines["train_loss"].x, [0, 50, 100])
-    np.testing.assert_array_equal(lines["dev_loss"].x, [0, 100])
-    np.testing.assert_array_equal(lines["dev_metric"].y, [0.1, 0.4])
-    assert lines["dev_loss"].yaxis == "y" and lines["dev_metric"].yaxis == "y2"  # metrics on the right axis
+    assert list(lines) == ["train loss", "dev loss", "dev BLEU"]  # readable names, not the history's keys
+    np.testing.assert_array_equal(lines["train loss"].x, [0, 50, 100])
+    np.testing.assert_array_equal(lines["dev loss"].x, [0, 100])
+    np.testing.assert_array_equal(lines["dev BLEU"].y, [0.1, 0.4])
+    assert lines["dev loss"].yaxis == "y" and lines["dev BLEU"].yaxis == "y2"  # metrics on the right axis
+    assert fig.layout.yaxis2.title.text == "BLEU"
+    assert [t.name for t in viz.loss_curve(history).data][2] == "dev metric"
+
+
+def test_loss_curve_escapes_the_names_of_its_series():
+    fig = viz.loss_curve([{"step": 0, "<b>x</b>": 1.0}], metric_name="<i>m</i>")
+    assert fig.data[0].name == "&lt;b&gt;x&lt;/b&gt;" and fig.layout.yaxis2.title.text == "&lt;i&gt;m&lt;/i&gt;"
 
 
 def test_loss_curve_without_steps_uses_the_entry_index():

@@ -5,26 +5,29 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 (layers, heads, q_len, k_len); masks are `blocked` dicts, reason -> bool (q_len, k_len), True = blocked, built by
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
-from .attention import compare_figure, decoding_step_figure, head_heatmap, stages_figure
+from .attention import compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import model_view
+from .head_view import head_view
 from .labels import safe_label
 from .masks import mask_figure, mask_reasons
-from .positional import pe_curves, pe_heatmap, pe_similarity
+from .positional import default_pe_dims, pe_curves, pe_heatmap, pe_similarity
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
-from .stats import ROLE_RULES, head_statistics, statistics_scatter
+from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
 from .theme import Theme
 from .training import loss_curve, snapshots_figure
+from .words import PRODUCES_CAPTION, merge_blocked, merge_words, produces_labels, word_labels
 
 __all__ = [
     "KINDS", "PADDING", "CAUSAL", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
     "Theme", "toolbar_config", "safe_label",
     "mask_reasons", "model_mask", "mask_figure",
-    "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure",
-    "model_view", "snapshots_figure", "loss_curve",
-    "pe_heatmap", "pe_curves", "pe_similarity",
-    "head_statistics", "statistics_scatter",
+    "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
+    "model_view", "head_view", "snapshots_figure", "loss_curve",
+    "merge_words", "merge_blocked", "word_labels", "produces_labels", "PRODUCES_CAPTION",
+    "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
+    "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes",
 ]

@@ -2,8 +2,11 @@
 import numpy as np
 
 from .conventions import check_matrix, model_mask
-from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit, value_range
+from .layout import LINE_EM, lay_out, text_px
+from .panels import add_matrix, has_legend, set_colour_axis, subplots, symmetric_limit, value_range
 from .theme import DIVERGING, Theme, apply_theme
+
+VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest
 
 
 def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show_masks=True, fixed_scale=True,
@@ -13,13 +16,29 @@ def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show
     Hover shows query and key token with their positions, the weight and, when `scores` (raw pre-softmax scores of
     the same shape) is given, the raw score. blocked: reason -> bool mask (see mask_reasons), drawn as translucent
     overlays with a legend when show_masks. fixed_scale: colour scale 0-1 (comparable across figures) instead of
-    the head's own range. show_values: print each weight in its cell (readable up to about 20 tokens).
+    the head's own range. show_values: print each weight in its cell, only where it fits at no less than
+    theme.min_font_size (the cells are too small otherwise, and the numbers are left out).
+
+    The figure sizes itself so that every token keeps a readable label (see layout.lay_out): draw it at least
+    layout.width x layout.height pixels.
     """
     fig = subplots(1, 1)
-    add_matrix(fig, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks,
-               show_values=show_values)
+    add_matrix(fig, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(weights, fixed_scale), "weight")
-    return apply_theme(fig, theme, title)
+    fit = lay_out(fig, theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
+    fig = apply_theme(fig, theme, title)
+    font = value_font(fit.column_px, fit.row_px, fit.font, theme) if show_values else None
+    if font:
+        fig.update_traces(texttemplate="%{z:.2f}", textfont_size=font, selector=dict(name="weight"))
+    return fig
+
+
+def value_font(column_px, row_px, largest, theme) -> int | None:
+    """Largest font, from `largest` down to theme.min_font_size, at which VALUE_TEXT fits a cell; None if none."""
+    for font in range(largest, theme.min_font_size - 1, -1):
+        if text_px(VALUE_TEXT, font) + 4 <= column_px and LINE_EM * font <= row_px:
+            return font
+    return None
 
 
 def stages_figure(scores, blocked, weights, q_tokens, k_tokens, *, show_masks=True, title="", theme=Theme()):
@@ -32,15 +51,17 @@ def stages_figure(scores, blocked, weights, q_tokens, k_tokens, *, show_masks=Tr
     scores = check_matrix(scores, q_tokens, k_tokens, name="scores")
     masked_scores = np.where(model_mask(blocked, scores.shape), np.nan, scores)
     fig = subplots(1, 3, titles=["raw scores", "masked scores (blank = −∞)", "softmax weights"],
-                   shared_yaxes=True, horizontal_spacing=0.1)
+                   shared_yaxes=True)
     # The raw panel names each cell's mask reasons in its hover but draws no overlay: masking comes next.
     add_matrix(fig, scores, q_tokens, k_tokens, col=1, value_name="raw score", blocked=blocked, show_masks=False)
     add_matrix(fig, masked_scores, q_tokens, k_tokens, col=2, value_name="masked score", blocked=blocked,
                show_masks=show_masks)
     add_matrix(fig, weights, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"}, blocked=blocked,
                show_masks=show_masks, show_legend=False)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(scores, False), "score", right_of=(1, 2))
-    set_colour_axis(fig, "coloraxis2", theme.sequential, 0.0, 1.0, "weight", right_of=(1, 3))
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(scores, False), "score")
+    set_colour_axis(fig, "coloraxis2", theme.sequential, 0.0, 1.0, "weight")
+    lay_out(fig, theme, q_tokens, k_tokens, cols=3, title=title, panel_titles=True,
+            colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
     return apply_theme(fig, theme, title)
 
 
@@ -54,16 +75,16 @@ def compare_figure(a, b, q_tokens, k_tokens, label_a="A", label_b="B", *, blocke
     if a.shape != b.shape:
         raise ValueError(f"cannot compare heads of different shapes: {label_a} is {a.shape}, {label_b} is {b.shape}")
     difference = a - b
-    fig = subplots(1, 3, titles=[label_a, label_b, f"{label_a} − {label_b}"], shared_yaxes=True,
-                   horizontal_spacing=0.1)
+    fig = subplots(1, 3, titles=[label_a, label_b, f"{label_a} − {label_b}"], shared_yaxes=True)
     add_matrix(fig, a, q_tokens, k_tokens, col=1, blocked=blocked, show_masks=show_masks)
     add_matrix(fig, b, q_tokens, k_tokens, col=2, blocked=blocked, show_masks=show_masks, show_legend=False)
     add_matrix(fig, difference, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"},
                value_name="difference", blocked=blocked, show_masks=show_masks, show_legend=False)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight",
-                    right_of=(1, 2))
+    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight")
     limit = symmetric_limit(difference)
-    set_colour_axis(fig, "coloraxis2", DIVERGING, -limit, limit, "difference", right_of=(1, 3))
+    set_colour_axis(fig, "coloraxis2", DIVERGING, -limit, limit, "difference")
+    lay_out(fig, theme, q_tokens, k_tokens, cols=3, title=title, panel_titles=True,
+            colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
     return apply_theme(fig, theme, title)
 
 
@@ -73,7 +94,9 @@ def decoding_step_figure(cross_rows, src_tokens, output_so_far, step, *, blocked
 
     cross_rows: (layers, heads, src_len), the rows of query position `step`. Rows are labelled "L2 H5" (0-based,
     as in the model). blocked: the cross-attention masks (q_len, src_len) of mask_reasons; row `step` is drawn.
-    The title shows the output so far, pieces separated by spaces.
+    output_so_far: the decoder input up to this step; its last piece is the query, named in the title. The whole
+    of it grows with every step and would be cut in a title, so the caller shows
+    decoding_step_caption(step, output_so_far) as text above the figure.
     """
     cross_rows = np.asarray(cross_rows, dtype=float)
     if cross_rows.ndim != 3:
@@ -82,9 +105,16 @@ def decoding_step_figure(cross_rows, src_tokens, output_so_far, step, *, blocked
     rows = cross_rows.reshape(layers * heads, src_len)
     step_blocked = {reason: np.broadcast_to(np.asarray(mask)[step], rows.shape)
                     for reason, mask in (blocked or {}).items()}
+    head_labels = [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)]
     fig = subplots(1, 1)
-    add_matrix(fig, rows, [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)], src_tokens,
+    add_matrix(fig, rows, head_labels, src_tokens,
                axis_names=("head", "source"), blocked=step_blocked, show_masks=show_masks)
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(rows, fixed_scale), "weight")
-    fig.update_layout(height=200 + rows.shape[0] * theme.font_size * 1.8)
-    return apply_theme(fig, theme, f"Step {step} · output so far: {' '.join(output_so_far)}")
+    title = f"Step {step} · query {output_so_far[-1]} · every head" if len(output_so_far) else f"Step {step}"
+    lay_out(fig, theme, head_labels, src_tokens, title=title, colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
+    return apply_theme(fig, theme, title)
+
+
+def decoding_step_caption(step, output_so_far) -> str:
+    """The line to show above decoding_step_figure, as plain text (it holds user pieces: never as Markdown)."""
+    return f"Step {step} · output so far: {' '.join(str(piece) for piece in output_so_far)}"

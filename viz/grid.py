@@ -7,14 +7,18 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .conventions import check_blocked, check_stack
-from .labels import safe_label, token_axis
+from .labels import safe_label
+from .layout import lay_out
 from .panels import set_colour_axis, subplots, value_range
 from .png import png_data_uri
 from .theme import Theme, apply_theme, colour_table, css_colour, mask_rgba
 
-# Beyond this many tokens the outer panels' tick labels would overlap; the head's own view has them all.
-MAX_TICKED_TOKENS = 16
-MAX_GRID_HEIGHT = 3000  # pixels
+# Up to this many cells in all, every panel gets an invisible heatmap whose hover names the query and key tokens
+# and the weight (a click on it also reports the panel). Beyond, that hover data would outweigh the images (at 256
+# tokens and 6 x 8 heads, 3 million cells), and the images' hover names the panel and the positions only.
+HOVER_CELLS = 120_000
+# With this many panels or fewer, every panel carries its tick labels; with more, the outer ones only.
+LABEL_EVERY_PANEL = 4
 
 
 def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True, title="",
@@ -23,23 +27,37 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
 
     Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,
     head i % heads, and carries meta={"layer": l, "head": h}: the curve number of a click event (or the trace's
-    meta) tells the app which head to open. Hover gives the panel and the query and key positions; the head's own
-    figure (head_heatmap) gives tokens and exact values. Colours are quantised to at most 256 levels per image.
-    blocked: masks as in head_heatmap; with show_masks their colours are blended into the images (the legend
-    names them; switching them needs show_masks=False, as images have no legend toggle). Token tick labels are
-    shown on the outer panels up to MAX_TICKED_TOKENS tokens.
+    meta) tells the app which head to open; so do the hover heatmaps that follow them (when the input is small
+    enough, see HOVER_CELLS). Colours are quantised to at most 256 levels per image. blocked: masks as in
+    head_heatmap; with show_masks their colours are blended into the images (the legend names them; switching
+    them needs show_masks=False, as images have no legend toggle). Every token labels the outer axes (the bottom
+    row's keys, the first column's queries), or every panel's when there are LABEL_EVERY_PANEL panels or fewer;
+    the panels grow with the tokens so that each label stays readable (draw the figure at least layout.width x
+    layout.height pixels).
     """
     stack = check_stack(stack, q_tokens, k_tokens)
     layers, heads = stack.shape[:2]
     blocked = check_blocked(blocked, stack.shape[2:]) if show_masks else {}
     cmin, cmax = value_range(stack, fixed_scale)
     fig = subplots(layers, heads, titles=[f"L{layer} H{head}" for layer in range(layers) for head in range(heads)],
-                   shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.01, vertical_spacing=0.3 / layers)
+                   shared_xaxes=True, shared_yaxes=True)
+    hover_layer = stack.size <= HOVER_CELLS
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
         layer, head = divmod(index, heads)
         fig.add_trace(go.Image(source=source, name=f"L{layer} H{head}", meta={"layer": layer, "head": head},
+                               hoverinfo="skip" if hover_layer else None,
                                hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"),
                       row=layer + 1, col=head + 1)
+    if hover_layer:
+        tokens = np.stack(np.broadcast_arrays(np.array([safe_label(t) for t in q_tokens], dtype=object)[:, None],
+                                              np.array([safe_label(t) for t in k_tokens], dtype=object)[None, :]),
+                          axis=-1)  # (q_len, k_len, 2)
+        for layer, head in np.ndindex(layers, heads):
+            fig.add_trace(go.Heatmap(
+                z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
+                colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], meta={"layer": layer, "head": head},
+                hovertemplate=(f"L{layer} H{head}<br>query: %{{customdata[0]}} (%{{y:d}})<br>key: %{{customdata[1]}}"
+                               " (%{x:d})<br>weight: %{z:.4g}<extra></extra>")), row=layer + 1, col=head + 1)
     # Images have neither colour bar nor legend: empty marker traces carry both.
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
                              marker=dict(coloraxis="coloraxis", color=[cmin])))
@@ -47,27 +65,16 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=safe_label(reason),
                                  marker=dict(symbol="square", color=css_colour(mask_rgba(reason)))))
     set_colour_axis(fig, "coloraxis", theme.sequential, cmin, cmax, "weight")
-    fig.update_xaxes(showticklabels=False)
     # scaleanchor=False: Plotly.js locks an image's y axis to its x axis (square pixels) unless the axis is
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
-    fig.update_yaxes(showticklabels=False, scaleanchor=False)
+    fig.update_yaxes(scaleanchor=False, autorange="reversed")
     # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
     # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
-    if len(k_tokens) <= MAX_TICKED_TOKENS:
-        fig.update_xaxes(token_axis(k_tokens), showticklabels=True, row=layers)
-    if len(q_tokens) <= MAX_TICKED_TOKENS:
-        fig.update_yaxes(token_axis(q_tokens), showticklabels=True, col=1)
-    fig.update_layout(height=grid_height(layers, len(q_tokens), theme))
+    lay_out(fig, theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title, panel_titles=True,
+            colour_bars=[("coloraxis", heads)], label_every_panel=layers * heads <= LABEL_EVERY_PANEL,
+            token_ticks=True, legend=bool(blocked))
     return apply_theme(fig, theme, title)
-
-
-def grid_height(layers: int, q_len: int, theme: Theme) -> int:
-    """Pixels for `layers` rows of panels: each at least 14 lines of text tall, and tall enough for one readable
-    tick label per query token where labels are shown (about 70 % of the figure is panels, the rest gaps,
-    title and axis labels). Capped so that a 6-layer grid stays scrollable."""
-    labels_px = 1.5 * theme.font_size * q_len / 0.7 if q_len <= MAX_TICKED_TOKENS else 0
-    return int(min(max(450, layers * max(14 * theme.font_size, labels_px)), MAX_GRID_HEIGHT))
 
 
 def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:

@@ -5,7 +5,8 @@ the app knows, and keeps one array per reason so the figures can show why a cell
 """
 import numpy as np
 
-from .conventions import CAUSAL, PADDED_QUERY, PADDING, check_blocked, union
+from .conventions import CAUSAL, INFORMATIONAL, PADDED_QUERY, PADDING, check_blocked, union
+from .layout import lay_out
 from .panels import add_matrix, subplots
 from .theme import Theme, apply_theme
 
@@ -43,16 +44,18 @@ def _flags(flags, length, name) -> np.ndarray:
 def mask_figure(blocked, q_tokens, k_tokens, *, title="Masks", theme=Theme()):
     """The masks alone, for teaching: one panel per reason, then all reasons together (True = blocked).
 
-    Each panel uses the overlay colour of its reason, the same as on the attention figures.
+    Each panel uses the overlay colour of its reason, the same as on the attention figures. The "all reasons"
+    panel shows what the model blocks: informational reasons ("padded query": shaded, not masked) are left out.
     """
     shape = (len(q_tokens), len(k_tokens))
     blocked = check_blocked(blocked, shape)
-    panels = [(reason, {reason: mask}) for reason, mask in blocked.items()] + [("all reasons", blocked)]
-    fig = subplots(1, len(panels), titles=[name for name, _ in panels], shared_yaxes=True,
-                   horizontal_spacing=0.04)
+    masks = {reason: mask for reason, mask in blocked.items() if reason not in INFORMATIONAL}
+    panels = [(reason, {reason: mask}) for reason, mask in blocked.items()] + [("all reasons", masks)]
+    fig = subplots(1, len(panels), titles=[name for name, _ in panels], shared_yaxes=True)
     # The base heatmap is invisible: it only carries the hover; the overlays show the blocked cells.
     invisible = dict(colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], showscale=False)
     for col, (_, reasons) in enumerate(panels, start=1):
         add_matrix(fig, union(reasons.values(), shape).astype(float), q_tokens, k_tokens, col=col,
                    colour=invisible, value_name="blocked", blocked=reasons, show_legend=col == len(panels))
+    lay_out(fig, theme, q_tokens, k_tokens, cols=len(panels), title=title, panel_titles=True, legend=True)
     return apply_theme(fig, theme, title)

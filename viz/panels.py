@@ -28,17 +28,16 @@ def symmetric_limit(values) -> float:
     return max(float(np.nanmax(np.abs(values))), 1e-12)
 
 
-def set_colour_axis(fig, name, colorscale, cmin, cmax, title, right_of=None):
-    """Define the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar.
-
-    right_of: (row, col) of the last panel that uses this axis; its colour bar is placed just right of that panel
-    instead of at the figure's right edge, so two colour bars in one figure each sit by their own panels.
-    """
-    colorbar = dict(title=dict(text=safe_label(title)), thickness=14)
-    if right_of is not None:  # between two panels: a title written upwards takes one line's width, not a word's
-        colorbar.update(x=fig.get_subplot(*right_of).xaxis.domain[1] + 0.01, xanchor="left", len=0.9)
-        colorbar["title"]["side"] = "right"
+def set_colour_axis(fig, name, colorscale, cmin, cmax, title):
+    """Define the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title is
+    written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
+    colorbar = dict(title=dict(text=safe_label(title), side="right"), thickness=14)
     fig.update_layout({name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)})
+
+
+def has_legend(fig) -> bool:
+    """Whether any trace of `fig` has a legend entry (the mask overlays do)."""
+    return any(trace.showlegend for trace in fig.data)
 
 
 def mask_note(blocked, shape) -> np.ndarray:
@@ -61,8 +60,7 @@ def add_mask_overlays(fig, blocked, *, row=1, col=1, show_legend=True):
 
 
 def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None, axis_names=("query", "key"),
-               value_name="weight", scores=None, blocked=None, show_masks=True, show_values=False,
-               show_legend=True):
+               value_name="weight", scores=None, blocked=None, show_masks=True, show_legend=True):
     """Draw `matrix` (rows x columns) as a heatmap panel with token ticks, hover and optional mask overlays.
 
     Rows run top to bottom and columns left to right in token order, plotted at integer positions so duplicated
@@ -85,7 +83,7 @@ def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None
     fig.add_trace(go.Heatmap(
         z=matrix, customdata=np.stack(columns, axis=-1).astype(object),
         hovertemplate=hover + "%{customdata[2]}<extra></extra>",
-        texttemplate="%{z:.2f}" if show_values else None, name=value_name, showlegend=False,
+        name=value_name, showlegend=False,
         **(colour or {"coloraxis": "coloraxis"}),
     ), row=row, col=col)
     if show_masks:

@@ -30,11 +30,18 @@ def pe_heatmap(pe, *, title="Positional encoding", theme=Theme()) -> go.Figure:
                            "position", "value", theme, title)
 
 
-def pe_curves(pe, dims=(0, 1, 2, 3), positions=None, *, title="Positional encoding by dimension",
+def default_pe_dims(d_model: int) -> list[int]:
+    """Dimensions 0, d/4, d/2 and 3d/4 (even: the sine of a sine/cosine pair): four frequencies far apart, from
+    the fastest wave to slow ones; dimensions 0-3 are four near-identical fast waves."""
+    return sorted({2 * (d_model * quarter // 8) for quarter in range(4)})
+
+
+def pe_curves(pe, dims=None, positions=None, *, title="Positional encoding by dimension",
               theme=Theme()) -> go.Figure:
-    """One line per dimension in `dims`: its value against position. positions: the positions to plot
-    (default all)."""
+    """One line per dimension in `dims` (default default_pe_dims): its value against position. positions: the
+    positions to plot (default all)."""
     pe = _check_pe(pe)
+    dims = default_pe_dims(pe.shape[1]) if dims is None else dims
     positions = np.arange(pe.shape[0]) if positions is None else np.asarray(positions, dtype=int)
     for name, values, size in (("dims", dims, pe.shape[1]), ("positions", positions, pe.shape[0])):
         outside = [int(v) for v in values if not 0 <= v < size]
@@ -54,5 +61,9 @@ def pe_similarity(pe, *, cosine=False, title=None, theme=Theme()) -> go.Figure:
     if cosine:
         pe = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
     name = "cosine similarity" if cosine else "dot product"
-    return _signed_heatmap(pe @ pe.T, f"positions %{{y}} and %{{x}}<br>{name} %{{z:.4g}}", "position",
-                           "position", name, theme, title or f"Positional encoding: {name} of positions")
+    fig = _signed_heatmap(pe @ pe.T, f"positions %{{y}} and %{{x}}<br>{name} %{{z:.4g}}", "position",
+                          "position", name, theme, title or f"Positional encoding: {name} of positions")
+    # Square: position i against position j reads the same both ways, so both axes get the same pixels per position.
+    fig.update_yaxes(scaleanchor="x", scaleratio=1, constrain="domain")
+    fig.update_xaxes(constrain="domain")
+    return fig

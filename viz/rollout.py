@@ -5,6 +5,7 @@ rollout models that as A' = 0.5·A + 0.5·I (rows renormalised) and multiplies t
 """
 import numpy as np
 
+from .layout import lay_out
 from .panels import add_matrix, set_colour_axis, subplots
 from .theme import Theme, apply_theme
 
@@ -61,4 +62,5 @@ def rollout_figure(matrix, q_tokens, k_tokens, *, title="Attention rollout", the
     fig = subplots(1, 1)
     add_matrix(fig, matrix, q_tokens, k_tokens, axis_names=("position", "token"), value_name="rollout")
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, float(np.max(matrix)), "share")
+    lay_out(fig, theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)])
     return apply_theme(fig, theme, title)

@@ -18,6 +18,8 @@ ROLE_RULES = (
 
 _KIND_SYMBOLS = dict(zip(KINDS, ("circle", "square", "diamond")))
 
+SCATTER_CAPTION = "One point per head: its colour is its layer, its shape its kind (see the legend)."
+
 
 def head_statistics(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None) -> pd.DataFrame:
     """One row per head of every stack: kind, layer, head (0-based), the statistics below and `role`.
@@ -72,7 +74,8 @@ def _head_statistics(weights, q_tokens, k_tokens, masked) -> dict[str, float]:
 
 
 def statistics_scatter(df, x="entropy", y="mean_distance", *, title="Heads", theme=Theme()) -> go.Figure:
-    """Heads of head_statistics() as points of statistic `x` against `y`: colour = layer, symbol = kind."""
+    """Heads of head_statistics() as points of statistic `x` against `y`: colour = layer, symbol = kind; the
+    legend names both (the kinds in grey, by their symbol). SCATTER_CAPTION says so without asking to hover."""
     missing = [column for column in (x, y) if column not in df.columns]
     if missing:
         raise ValueError(f"no column {missing} in the statistics; choose from {list(df.columns)}")
@@ -85,6 +88,9 @@ def statistics_scatter(df, x="entropy", y="mean_distance", *, title="Heads", the
             hovertemplate=(f"%{{customdata[0]}} L{layer} H%{{customdata[1]}}<br>{x}: %{{x:.4g}}<br>{y}: %{{y:.4g}}"
                            "<br>role: %{customdata[2]}<extra></extra>"),
         ))
+    for kind in df["kind"].unique():
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{kind} attention", legendgroup="kinds",
+                                 marker=dict(symbol=_KIND_SYMBOLS.get(kind, "x"), color="grey")))
     fig.update_xaxes(title_text=x)
     fig.update_yaxes(title_text=y)
     return apply_theme(fig, theme, title)

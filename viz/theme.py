@@ -41,6 +41,11 @@ class Theme:
         return 12 * self._scale
 
     @property
+    def min_font_size(self) -> int:
+        """Token labels shrink from font_size down to this, never below: beyond it the figure grows instead."""
+        return 14 if self.large else 10
+
+    @property
     def title_size(self) -> int:
         return 16 * self._scale
 

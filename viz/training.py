@@ -6,28 +6,42 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .labels import safe_label
-from .panels import add_matrix, set_colour_axis, subplots, value_range
+from .layout import BUDGET_PX, TOKEN_STEP_EM, lay_out
+from .panels import add_matrix, has_legend, set_colour_axis, subplots, value_range
 from .theme import Theme, apply_theme
 
 
 def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True,
                      columns=4, title="", theme=Theme()) -> go.Figure:
     """The same head at several points of training: `snapshots` is a list of (label, weights (q_len, k_len)),
-    drawn in order as small multiples, `columns` per row, on one shared colour scale."""
+    drawn in order as small multiples, at most `columns` per row, on one shared colour scale. Long inputs get
+    fewer per row (as many as fit the theme's width at the smallest readable labels): the figure then grows
+    downwards, which scrolls better than sideways."""
     if not snapshots:
         raise ValueError("snapshots is empty: give at least one (label, weights)")
-    cols = min(columns, len(snapshots))
-    fig = subplots(math.ceil(len(snapshots) / cols), cols, titles=[label for label, _ in snapshots],
-                   shared_xaxes=True, shared_yaxes=True, horizontal_spacing=0.03)
+    fitting = int(BUDGET_PX[theme.large][0] // (len(k_tokens) * TOKEN_STEP_EM * theme.min_font_size))
+    cols = max(1, min(columns, len(snapshots), fitting))
+    rows = math.ceil(len(snapshots) / cols)
+    fig = subplots(rows, cols, titles=[label for label, _ in snapshots], shared_xaxes=True, shared_yaxes=True)
     for index, (_, weights) in enumerate(snapshots):
         add_matrix(fig, weights, q_tokens, k_tokens, row=index // cols + 1, col=index % cols + 1,
                    blocked=blocked, show_masks=show_masks, show_legend=index == 0)
     all_weights = np.stack([np.asarray(weights, dtype=float) for _, weights in snapshots])
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(all_weights, fixed_scale), "weight")
+    lay_out(fig, theme, q_tokens, k_tokens, rows=rows, cols=cols, title=title, panel_titles=True,
+            colour_bars=[("coloraxis", cols)], legend=has_legend(fig))
     return apply_theme(fig, theme, title)
 
 
-def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
+def series_name(key, metric_name=None) -> str:
+    """A history key as a legend reads it: "dev_metric" -> "dev BLEU" (with metric_name "BLEU"), "train_loss" ->
+    "train loss"."""
+    if key == "dev_metric" and metric_name:
+        return f"dev {metric_name}"
+    return str(key).replace("_", " ")
+
+
+def loss_curve(history, *, metric_name=None, title="Training", theme=Theme()) -> go.Figure:
     """Curves of a training history: a list of dicts such as {"step", "train_loss", "dev_loss", "dev_metric"}.
 
     Every numeric key but "step" becomes a line, drawn only at the entries that have it (dev values are usually
@@ -42,7 +56,7 @@ def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
         values = pd.to_numeric(frame[name], errors="coerce")
         logged = values.notna()
         if logged.any():
-            label = safe_label(name)  # a key from a card: shown as text, never as Plotly's HTML subset
+            label = safe_label(series_name(name, metric_name))
             fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=label,
                                      hovertemplate=f"{label}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
                           secondary_y="loss" not in name)
@@ -51,5 +65,6 @@ def loss_curve(history, *, title="Training", theme=Theme()) -> go.Figure:
     fig.update_xaxes(title_text=x.name)
     fig.update_yaxes(title_text="loss", secondary_y=False)
     # Its own ticks (tickmode "auto"): ticks synced to the loss axis land on odd values such as 0.306.
-    fig.update_yaxes(title_text="metric", secondary_y=True, showgrid=False, tickmode="auto")
+    fig.update_yaxes(title_text=safe_label(metric_name or "metric"), secondary_y=True, showgrid=False,
+                     tickmode="auto")
     return apply_theme(fig, theme, title)
