@@ -83,6 +83,7 @@ class Translation:
 
     text: str  # the output, detokenised
     src_tokens: list[str]  # pieces fed to the encoder (ending with </s>)
+    src_typed: list[str]  # the same pieces as typed: an <unk> of src_tokens shows the text it stands for
     tgt_tokens: list[str]  # decoder input pieces, starting with <s>: the query rows of decoder attention
     output_tokens: list[str]  # the pieces generated, one per decoder input position (ending with </s> if reached)
     output_ids: list[int]  # their ids: the labels the decoder input's positions predict
@@ -217,6 +218,7 @@ class Checkpoint:
         return Translation(
             text=self.tgt_tokenizer.decode(generated),
             src_tokens=src_pieces,
+            src_typed=self.src_tokenizer.encode_pieces(normalize(text))[: len(ids) - 1] + src_pieces[-1:],
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,

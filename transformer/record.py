@@ -9,6 +9,8 @@ import torch
 from .hooks import attention_key, attention_path
 
 ATTENTION_KINDS = ("encoder.self", "decoder.self", "decoder.cross")
+# (query side, key side) of each kind: which sequence gives the rows and which the columns of its weights.
+KIND_SIDES = {"encoder.self": ("src", "src"), "decoder.self": ("tgt", "tgt"), "decoder.cross": ("tgt", "src")}
 
 
 class AttentionRecord(Mapping[str, torch.Tensor]):
