@@ -14,13 +14,16 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import LOADABLE
-from conftest import APP, TINY_TRAINING
+import ui
+
+from conftest import TINY_TRAINING
+from helpers import LOADABLE
 from transformer import capture, load_checkpoint
 from transformer.tokenizer import EOS_ID
+from ui.state import MAX_INPUT_CHARS
+from ui.views import VIEWS
 
 MAX_LEN = int(TINY_TRAINING[TINY_TRAINING.index("--max-len") + 1])
-APP_MAX_CHARS = 1000  # app.MAX_INPUT_CHARS (importing app.py would run it)
 
 EMPTY = "The input is empty"
 UNREADABLE = "no characters this model reads"
@@ -191,7 +194,7 @@ def test_memory_is_bounded_by_max_len(checkpoint):
 
 def test_every_app_cache_has_a_size_limit():
     """st.cache_data / st.cache_resource without max_entries would keep every input ever typed."""
-    code = Path(APP).read_text(encoding="utf-8")
+    code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
     decorators = re.findall(r"@st\.cache_(?:data|resource)\(([^)]*)\)", code)
     assert len(decorators) == code.count("@st.cache_") >= 5
     assert all("max_entries=" in arguments for arguments in decorators), decorators
@@ -230,10 +233,10 @@ def test_app(app, checkpoint, name):
     sent = as_sent_by_a_browser(CASES[name].text)
     at = app(text=sent)
     assert not at.exception, [e.value for e in at.exception]
-    used = sent[:APP_MAX_CHARS]
+    used = sent[:MAX_INPUT_CHARS]
     assert at.text_input(key="text").value == used
-    cut_notice = ([f"The input is longer than {APP_MAX_CHARS} characters: only the first {APP_MAX_CHARS} are used."]
-                  if len(sent) > APP_MAX_CHARS else [])
+    cut_notice = ([f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used."]
+                  if len(sent) > MAX_INPUT_CHARS else [])
     try:
         expected = checkpoint.translate(used)
     except ValueError as error:  # the app says what the library says, and shows no figure
@@ -252,8 +255,7 @@ def test_app(app, checkpoint, name):
 HOSTILE = "<img src=x onerror=window.__xss=1> **b** \x00 😀 שלום \u200b $x$ {{x}} " + "ab" * 40
 
 
-@pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "masks", "positional", "heads",
-                                  "ablation", "training"])
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
 def test_every_view_with_hostile_input(app, view):
     at = app(text=HOSTILE, view=view)
     assert not at.exception, [e.value for e in at.exception]
@@ -269,11 +271,11 @@ def test_typed_input(app, checkpoint, name):
     typed = as_sent_by_a_browser(CASES[name].text)
     at.text_input(key="text").set_value(typed).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.text_input(key="text").value == typed[:APP_MAX_CHARS]
-    assert at.query_params["text"] == typed[:APP_MAX_CHARS]  # the link holds what was used, no more
+    assert at.text_input(key="text").value == typed[:MAX_INPUT_CHARS]
+    assert at.query_params["text"] == typed[:MAX_INPUT_CHARS]  # the link holds what was used, no more
     if CASES[name].fails:
         assert UNREADABLE in at.info[0].value
     else:
-        assert at.code[0].value == (checkpoint.translate(typed[:APP_MAX_CHARS]).text or
+        assert at.code[0].value == (checkpoint.translate(typed[:MAX_INPUT_CHARS]).text or
                                     "(empty: the model ended at once)")
     assert_not_rendered(at, typed)

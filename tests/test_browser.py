@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import checkpoints_folder
+from helpers import checkpoints_folder
 from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
 
 VIEWS = ("Attention", "Model view", "Compare", "Decoding", "Masks", "Positional encoding", "Heads", "Ablation",

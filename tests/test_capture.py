@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import PAD, random_batch, small_model
+from helpers import PAD, random_batch, small_model
 from transformer import ablate, capture
 from transformer.attention import MultiHeadAttention
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import BOS, EOS, PAD, random_batch, small_model
+from helpers import BOS, EOS, PAD, random_batch, small_model
 from transformer import capture
 from transformer.decoding import beam_search, decode_steps, greedy
 

@@ -5,7 +5,7 @@ and closing and reopening its session; then the checks that would catch one sess
 """
 from __future__ import annotations
 
-from app_helpers import LOADABLE, checkpoints_folder
+from helpers import LOADABLE, checkpoints_folder
 from benchmarks.load import CHARACTER_RUN, Interaction, SessionLog, Tally, run_load, verify
 
 SESSIONS = 4

@@ -3,7 +3,7 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import PAD, random_batch, small_config, small_model
+from helpers import PAD, random_batch, small_config, small_model
 from transformer import Transformer, TransformerConfig
 
 
