@@ -102,16 +102,19 @@ class Analysis:
         return self.pad_id in self.src_ids or self.pad_id in self.tgt_ids
 
     def blocked(self, kind: str) -> dict[str, np.ndarray]:
-        """Why each cell is masked, read off the model's own mask: a key no query may attend to is padding, any
-        other blocked cell is the causal mask; pad queries are shaded (informational). Reasons that block nothing
-        are left out, so that legends only name masks that are there."""
+        """Why each cell is masked, read off the model's own mask: a key no query may attend to is padding; other
+        blocked cells mean the kind is causal, which blocks every key after its query (pad keys too, as masks add
+        up); pad queries are shaded (informational). Reasons that block nothing are left out, so that legends only
+        name masks that are there."""
         attention = self.attention.of(kind)
         blocked_cells = ~attention.allowed  # (q_len, k_len)
         key_is_pad = blocked_cells.all(axis=0)  # (k_len,)
         query_is_pad = np.array(self.ids(attention.query_side)) == self.pad_id  # (q_len,)
         shape = blocked_cells.shape
+        not_padding = blocked_cells & ~key_is_pad[None, :]
+        later_keys = np.triu(np.ones(shape, dtype=bool), k=1)
         reasons = {viz.PADDING: np.broadcast_to(key_is_pad[None, :], shape).copy(),
-                   viz.CAUSAL: blocked_cells & ~key_is_pad[None, :],
+                   viz.CAUSAL: not_padding | (later_keys & blocked_cells) if not_padding.any() else not_padding,
                    viz.PADDED_QUERY: np.broadcast_to(query_is_pad[:, None], shape).copy()}
         return {reason: cells for reason, cells in reasons.items() if cells.any()}
 
