@@ -21,6 +21,7 @@ from ui.state import URL_STATE
 from ui.views import VIEWS
 
 CHECKPOINTS = Path(__file__).parents[1] / "checkpoints"
+pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
 
 
 def ok(at: AppTest) -> AppTest:

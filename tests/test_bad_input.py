@@ -228,6 +228,7 @@ def assert_not_rendered(at: AppTest, text: str) -> None:
         assert "<" not in re.sub(r"<br>|</?extra>", "", chart.proto.spec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_app(app, checkpoint, name):
     sent = as_sent_by_a_browser(CASES[name].text)
@@ -255,6 +256,7 @@ def test_app(app, checkpoint, name):
 HOSTILE = "<img src=x onerror=window.__xss=1> **b** \x00 😀 שלום \u200b $x$ {{x}} " + "ab" * 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])
 def test_every_view_with_hostile_input(app, view):
     at = app(text=HOSTILE, view=view)
@@ -263,6 +265,7 @@ def test_every_view_with_hostile_input(app, view):
     assert_not_rendered(at, HOSTILE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["10000-chars", "img-onerror", "zero-width-only", "lone-high-surrogate"])
 def test_typed_input(app, checkpoint, name):
     """The same through the text box. set_value, not input(): a script talking to the server is not held to the

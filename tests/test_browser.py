@@ -22,8 +22,9 @@ from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, str
 VIEWS = ("Attention", "Model view", "Compare", "Decoding", "Masks", "Positional encoding", "Heads", "Ablation",
          "Training")
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                                                              "(apt-get install chromium)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                                               "(apt-get install chromium)")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
 
 

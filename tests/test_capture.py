@@ -5,9 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import PAD, random_batch, small_model
+from helpers import random_batch, small_model
 from transformer import ablate, capture
-from transformer.attention import MultiHeadAttention
 
 
 def count_fused_calls(monkeypatch) -> list[int]:

@@ -47,7 +47,7 @@ class ModelCard:
     wall_time_s: float = 0.0  # how long training took
     machine: str = ""  # what it was trained on
     parameters: int = 0  # number of trainable parameters
-    history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric", ...}
+    history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric"}
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
 
@@ -63,7 +63,8 @@ class ModelCard:
         for name, value in values.items():
             wanted = types[expected[name].split("[")[0]]
             if not isinstance(value, wanted) or isinstance(value, bool):
-                raise CheckpointError(f"{source}: field {name!r} should be {expected[name]}, got {type(value).__name__}")
+                raise CheckpointError(
+                    f"{source}: field {name!r} should be {expected[name]}, got {type(value).__name__}")
         card = cls(**values)
         if not all(isinstance(v, (int, float)) for v in card.metrics.values()):
             raise CheckpointError(f"{source}: every metric must be a number")
@@ -192,7 +193,8 @@ class Checkpoint:
             return target_ids(self.tgt_tokenizer, _checked(text), self.config.max_len)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
-    def translate(self, text: str, beam_size: int = 1, max_len: int | None = None, model: Transformer | None = None) -> Translation:
+    def translate(self, text: str, beam_size: int = 1, max_len: int | None = None,
+                  model: Transformer | None = None) -> Translation:
         """Decode `text` (greedy when beam_size is 1), then capture one forward pass over the result.
 
         `model` runs another set of weights with this checkpoint's tokenizers (e.g. a training snapshot)."""
@@ -206,7 +208,8 @@ class Checkpoint:
             )
         unknown = ids.count(UNK_ID)
         if unknown:
-            warnings.append(f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
+            warnings.append(
+                f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids])
         decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len)
         sequence = [int(i) for i in decoded[0] if i != self.config.pad_id]

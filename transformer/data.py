@@ -150,5 +150,7 @@ def source_ids(tokenizer: Tokenizer, text: str, max_len: int) -> tuple[list[int]
 
 
 def target_ids(tokenizer: Tokenizer, text: str, max_len: int) -> list[int]:
-    """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
+    """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids.
+
+    Decoder input = [:-1], labels = [1:]."""
     return [BOS_ID] + tokenizer.encode(normalize(text))[: max_len - 2] + [EOS_ID]

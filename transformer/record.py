@@ -62,7 +62,9 @@ class AttentionRecord(Mapping[str, torch.Tensor]):
         return [key for key in self if key.startswith(stack + ".") and key.endswith("." + role)]
 
     def stack(self, kind: str, item: int = 0, part: str = "pattern") -> torch.Tensor:
-        """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind: (layers, heads, q_len, k_len)."""
+        """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind.
+
+        Returns (layers, heads, q_len, k_len); the mask has 1 head."""
         keys = self.keys_of(kind)
         if not keys:
             raise KeyError(f"no {kind} attention was captured")

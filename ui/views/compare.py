@@ -50,7 +50,8 @@ def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a
     return a, (page.analysis.head(kind, layer_b, head_b), head_label(layer_b, head_b))
 
 
-def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side] | None:
+def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | None,
+                     a: Side) -> tuple[Side, Side] | None:
     """B: the same head of another checkpoint on this very sequence (teacher-forced, so A − B is meaningful)."""
     others = page.comparable_checkpoints()
     name_b = draw(st.selectbox, "Checkpoint B", "checkpoint_b", others, others[0], persist_state="session")
@@ -69,16 +70,17 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
     return (a[0], f"{page.name} {a[1]}"), (b, f"{name_b} {head_label(layer, head)}")
 
 
-def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side] | None:
+def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None,
+                  a: Side) -> tuple[Side, Side] | None:
     """The same head at two points of training, both teacher-forced on the final model's sequence."""
     snapshots = page.snapshots()
     if len(snapshots) < 2:
         st.info("This checkpoint's card lists no training snapshots.")
         return None
     columns = st.columns(2)
+    sides = ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))
     chosen = [draw(column.selectbox, f"Snapshot {name[-1].upper()}", name, snapshots, fallback,
-                   format_func=page.snapshot_label, persist_state="session")
-              for column, name, fallback in ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))]
+                   format_func=page.snapshot_label, persist_state="session") for column, name, fallback in sides]
     try:
         sides = [(page.forced(snapshot=snapshot).head(kind, layer, head), page.snapshot_label(snapshot))
                  for snapshot in chosen]

@@ -16,9 +16,9 @@ MASK_EXPLANATIONS = {
                 "only to positions 0…i.",
     viz.PADDED_QUERY: "Padded query (shaded, not masked): a pad position's row is computed like any other, but its "
                       "output is ignored.",
-    "all reasons": "Combined: the model blocks a cell if any mask blocks it; blocked scores are set to the lowest float "
-                   "before the softmax and their weights to exactly 0, so even a row with every key blocked stays "
-                   "finite.",
+    "all reasons": "Combined: the model blocks a cell if any mask blocks it; blocked scores are set to the lowest "
+                   "float before the softmax and their weights to exactly 0, so even a row with every key blocked "
+                   "stays finite.",
 }
 
 
