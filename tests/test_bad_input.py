@@ -135,6 +135,9 @@ def check_translation(checkpoint, case: Case, beam_size: int) -> None:
     assert any(CUT in warning for warning in result.warnings) == (case.outcome == "cut")
     assert any(UNKNOWN in warning for warning in result.warnings) == case.unknown
     assert ("<unk>" in result.src_tokens) == case.unknown
+    assert len(result.src_typed) == len(result.src_tokens)  # as typed: an <unk> shows its own text
+    assert all(typed == piece for typed, piece in zip(result.src_typed, result.src_tokens) if piece != "<unk>")
+    assert all(typed != "<unk>" for typed in result.src_typed)
     assert 1 <= len(result.tgt_ids) <= MAX_LEN - 1
     assert len(result.output_tokens) == len(result.probs) == len(result.tgt_ids)
     assert all(0.0 < p <= 1.0 and math.isfinite(p) for p in result.probs)

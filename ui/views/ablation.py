@@ -8,7 +8,7 @@ from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.state import draw, settle_all
 from ui.view import View
-from ui.widgets import PROBABILITY
+from ui.widgets import PROBABILITY, head_label
 
 
 def option(kind: str, layer: int, head: int) -> str:
@@ -20,7 +20,7 @@ def option(kind: str, layer: int, head: int) -> str:
 def label(chosen: str) -> str:
     key, head = chosen.split(":")
     stack, layer, role = key.split(".")
-    return f"{KIND_LABELS[f'{stack}.{role}']} · L{layer} · H{head}"
+    return f"{KIND_LABELS[f'{stack}.{role}']} · {head_label(int(layer), int(head))}"
 
 
 def ablated_heads(chosen: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
