@@ -11,12 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import streamlit as st
+import torch
 from streamlit.testing.v1 import AppTest
 
 import transformer
-from app_helpers import LOADABLE, TRAINING, checkpoints_folder
+import transformer.tokenizer
+from helpers import LOADABLE, TRAINING, checkpoints_folder
+from ui.state import URL_STATE
+from ui.views import VIEWS
 
-VIEWS = ("attention", "model", "compare", "decoding", "masks", "positional", "heads", "ablation", "training")
+CHECKPOINTS = Path(__file__).parents[1] / "checkpoints"
+pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
 
 
 def ok(at: AppTest) -> AppTest:
@@ -32,11 +37,20 @@ def figure(at: AppTest, index: int = 0) -> dict:
     return json.loads(charts(at)[index].proto.spec)
 
 
-def weights(at: AppTest) -> np.ndarray:
-    """The values of the first figure's heatmap, as Plotly ships them (a typed array)."""
-    z = figure(at)["data"][0]["z"]
+def array(z: dict) -> np.ndarray:
+    """A heatmap's values as Plotly ships them (a typed array)."""
     shape = [int(size) for size in z["shape"].split(",")]
     return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
+
+
+def weights(at: AppTest) -> np.ndarray:
+    """The values of the first figure's heatmap."""
+    return array(figure(at)["data"][0]["z"])
+
+
+def panels(at: AppTest, index: int = 0) -> list[np.ndarray]:
+    """The value matrices of a figure's panels, left to right (mask overlays left out: they have no colour axis)."""
+    return [array(trace["z"]) for trace in figure(at, index)["data"] if trace.get("coloraxis")]
 
 
 def texts(elements) -> list[str]:
@@ -60,7 +74,7 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
     assert dict(zip(card["metric"], card["value"]))["train pairs"] == "400"
 
 
-@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
 def test_every_view_renders(app, view):
     at = ok(app(view=view, text="abc123"))
     assert at.segmented_control(key="view").value == view
@@ -400,3 +414,163 @@ def test_a_broken_checkpoint_is_listed_as_broken_and_the_others_keep_working(app
     at.selectbox(key="checkpoint").set_value(LOADABLE[1]).run()
     assert ok(at).code[0].value and charts(at) and not at.error
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------------------------- links and passes
+
+
+def full_link(checkpoints: Path) -> dict[str, str]:
+    """A valid value, other than its default, for every URL parameter (on the test checkpoints)."""
+    snapshots = transformer.load_checkpoint(checkpoints / LOADABLE[1]).snapshot_names()
+    return {"checkpoint": LOADABLE[1], "text": "link7", "view": "attention", "kind": "encoder.self", "layer": "0",
+            "head": "2", "average": "1", "masks": "0", "stages": "1", "values": "1", "own_scale": "1",
+            "decoding": "beam", "beam": "3", "pad_src": "2", "pad_tgt": "1", "lecture": "1", "dark": "1",
+            "image": "svg", "step": "1", "compare": "snapshots", "layer_b": "0", "head_b": "3",
+            "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
+            "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
+            "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
+            "stat_y": "entropy"}
+
+
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
+def test_a_link_with_every_parameter_restores_each_view(app, app_checkpoints, view):
+    link = full_link(app_checkpoints) | {"view": view}
+    assert link.keys() == URL_STATE.keys()  # a new parameter needs a value here
+    at = ok(app(**link))
+    assert not link_notices(at)
+    assert at.segmented_control(key="view").value == view
+    for name, text in link.items():
+        assert at.session_state[name] == URL_STATE[name][0](text), name
+    assert dict(at.query_params) == link  # written back as it came
+
+
+@pytest.fixture
+def reverse_checkpoints(tmp_path) -> Path:
+    """The shipped reverse checkpoint (two layers of each kind) alone in a checkpoints folder."""
+    root = tmp_path / "checkpoints"
+    shutil.copytree(CHECKPOINTS / "reverse", root / "reverse", ignore=shutil.ignore_patterns("resume.pt"))
+    return root
+
+
+def test_a_link_to_layer_1_opens_layer_1(app, reverse_checkpoints, monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
+    at = ok(app(text="abc12", kind="encoder.self", layer="1", head="2"))
+    assert not link_notices(at)
+    assert at.segmented_control(key="layer").value == 1
+    assert figure(at)["layout"]["title"]["text"] == "encoder self · layer 1 · head 2"
+    expected = transformer.load_checkpoint(reverse_checkpoints / "reverse").translate("abc12").attention
+    np.testing.assert_allclose(weights(at), expected.stack("encoder.self")[1, 2].numpy(), atol=1e-6)
+
+
+def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypatch):
+    translations, forwards = [], []
+    translate, forward = transformer.Checkpoint.translate, transformer.Transformer.forward
+    monkeypatch.setattr(transformer.Checkpoint, "translate",
+                        lambda self, *args, **kwargs: translations.append(args) or translate(self, *args, **kwargs))
+    monkeypatch.setattr(transformer.Transformer, "forward",
+                        lambda self, *args, **kwargs: forwards.append(args) or forward(self, *args, **kwargs))
+    st.cache_resource.clear()
+    at = ok(app(text="count9", kind="encoder.self"))
+    decoded = len(forwards)
+    at.slider(key="pad_src").set_value(2).run()
+    assert (len(translations), len(forwards)) == (1, decoded + 1)
+    src, tgt = forwards[-1]
+    assert src.shape[1] == len(translations[0][0]) + 1 + 2  # the pieces, EOS and the pads: the same ids, padded
+    at.slider(key="pad_tgt").set_value(1).run()
+    assert (len(translations), len(forwards)) == (1, decoded + 2)
+    assert weights(ok(at)).shape == (len(src[0]), len(src[0]))
+
+
+def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
+    """The app shows the typed pieces the library returns; it never runs a tokenizer of its own."""
+    outside, inside = [], []
+    translate = transformer.Checkpoint.translate
+
+    def counted_translate(self, *args, **kwargs):
+        inside.append(True)
+        try:
+            return translate(self, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    def counted(original):
+        def tokenise(self, text):
+            if not inside:
+                outside.append(text)
+            return original(self, text)
+        return tokenise
+
+    for method in ("encode", "encode_pieces"):
+        monkeypatch.setattr(transformer.tokenizer.Tokenizer, method,
+                            counted(getattr(transformer.tokenizer.Tokenizer, method)))
+    monkeypatch.setattr(transformer.Checkpoint, "translate", counted_translate)
+    st.cache_resource.clear()
+    at = ok(app(text="tok€n5", pad_src="2"))
+    table = at.dataframe[0].value
+    assert list(table["typed"][:6]) == ["t", "o", "k", "€", "n", "5"] and table["source piece"][3] == "<unk>"
+    at.segmented_control(key="view").set_value("decoding").run()
+    ok(at)
+    assert not outside
+
+
+def test_compare_draws_a_minus_b_of_two_heads(app, app_checkpoints):
+    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self", head="0", head_b="2"))
+    a, b, difference = panels(at)
+    stack = transformer.load_checkpoint(app_checkpoints / LOADABLE[0]).translate("cmp42").attention.stack(
+        "encoder.self").numpy()
+    np.testing.assert_allclose(a, stack[0, 0], atol=1e-6)
+    np.testing.assert_allclose(b, stack[0, 2], atol=1e-6)
+    np.testing.assert_allclose(difference, a - b, atol=1e-6)
+    assert np.abs(difference).max() > 1e-3  # not A against A
+
+
+def test_compare_draws_a_minus_b_of_two_layers(app, reverse_checkpoints, monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
+    at = ok(app(view="compare", compare="layers", text="abc12", kind="decoder.cross", layer="0", layer_b="1"))
+    a, b, difference = panels(at)
+    stack = transformer.load_checkpoint(reverse_checkpoints / "reverse").translate("abc12").attention.stack(
+        "decoder.cross").numpy()
+    np.testing.assert_allclose(a, stack[0].mean(axis=0), atol=1e-6)  # a layer is the mean of its heads
+    np.testing.assert_allclose(b, stack[1].mean(axis=0), atol=1e-6)
+    np.testing.assert_allclose(difference, a - b, atol=1e-6)
+    assert np.abs(difference).max() > 1e-3
+
+
+def test_compare_offers_two_checkpoints_only_with_the_same_vocabulary(app, reverse_checkpoints, tiny_checkpoint,
+                                                                      monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
+    at = ok(app(view="compare"))
+    assert "two checkpoints" not in at.segmented_control(key="compare").options  # the only checkpoint
+    shutil.copytree(tiny_checkpoint, reverse_checkpoints / "tiny", ignore=shutil.ignore_patterns("resume.pt"))
+    at = ok(app(view="compare", compare="checkpoints"))  # another vocabulary: the link falls back with a notice
+    assert "two checkpoints" not in at.segmented_control(key="compare").options
+    assert "`compare` value `checkpoints` is not available here, so `heads` is used" in link_notices(at)
+    shutil.copytree(reverse_checkpoints / "reverse", reverse_checkpoints / "twin")
+    at = ok(app(view="compare", compare="checkpoints"))
+    assert "two checkpoints" in at.segmented_control(key="compare").options
+    assert at.selectbox(key="checkpoint_b").options == ["twin"] and not link_notices(at)
+
+
+def test_ablation_shows_what_the_library_computes_with_those_heads_off(app, app_checkpoints):
+    text, heads = "ablate5", {"decoder.0.cross": [0, 1, 2, 3]}
+    at = ok(app(view="ablation", text=text, ablate=",".join(f"decoder.0.cross:{head}" for head in range(4))))
+    intact_table, changed_table = [table.value for table in at.dataframe[2:]]  # after the output's two
+    checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
+    intact = checkpoint.translate(text)
+    with transformer.ablate(checkpoint.model, heads, "zero"):
+        changed = checkpoint.translate(text)
+        with torch.no_grad():
+            probs = checkpoint.model(torch.tensor([intact.src_ids]), torch.tensor([intact.tgt_ids])).softmax(-1)[0]
+    assert at.code[2].value == changed.text
+    np.testing.assert_allclose(changed_table["probability"], changed.probs, atol=1e-6)
+    with_heads_off = [float(probs[position, label]) for position, label in enumerate(intact.output_ids)]
+    np.testing.assert_allclose(intact_table["with heads off"], with_heads_off, atol=1e-6)
+    np.testing.assert_allclose(intact_table["probability"], intact.probs, atol=1e-6)
+    assert np.abs(np.array(with_heads_off) - intact.probs).max() > 1e-3  # these heads matter
+
+
+def test_a_refused_link_value_is_named_with_what_is_used_instead(app):
+    at = ok(app(checkpoint="nope", head="9"))
+    assert "The link's `checkpoint` value `nope` is not available here, so `tiny-reverse` is used instead." \
+        in link_notices(at)
+    assert "The link's `head` value `9` is not available here, so `0` is used instead." in link_notices(at)

@@ -14,13 +14,16 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from app_helpers import LOADABLE
-from conftest import APP, TINY_TRAINING
+import ui
+
+from conftest import TINY_TRAINING
+from helpers import LOADABLE
 from transformer import capture, load_checkpoint
 from transformer.tokenizer import EOS_ID
+from ui.state import MAX_INPUT_CHARS
+from ui.views import VIEWS
 
 MAX_LEN = int(TINY_TRAINING[TINY_TRAINING.index("--max-len") + 1])
-APP_MAX_CHARS = 1000  # app.MAX_INPUT_CHARS (importing app.py would run it)
 
 EMPTY = "The input is empty"
 UNREADABLE = "no characters this model reads"
@@ -132,6 +135,9 @@ def check_translation(checkpoint, case: Case, beam_size: int) -> None:
     assert any(CUT in warning for warning in result.warnings) == (case.outcome == "cut")
     assert any(UNKNOWN in warning for warning in result.warnings) == case.unknown
     assert ("<unk>" in result.src_tokens) == case.unknown
+    assert len(result.src_typed) == len(result.src_tokens)  # as typed: an <unk> shows its own text
+    assert all(typed == piece for typed, piece in zip(result.src_typed, result.src_tokens) if piece != "<unk>")
+    assert all(typed != "<unk>" for typed in result.src_typed)
     assert 1 <= len(result.tgt_ids) <= MAX_LEN - 1
     assert len(result.output_tokens) == len(result.probs) == len(result.tgt_ids)
     assert all(0.0 < p <= 1.0 and math.isfinite(p) for p in result.probs)
@@ -191,7 +197,7 @@ def test_memory_is_bounded_by_max_len(checkpoint):
 
 def test_every_app_cache_has_a_size_limit():
     """st.cache_data / st.cache_resource without max_entries would keep every input ever typed."""
-    code = Path(APP).read_text(encoding="utf-8")
+    code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
     decorators = re.findall(r"@st\.cache_(?:data|resource)\(([^)]*)\)", code)
     assert len(decorators) == code.count("@st.cache_") >= 5
     assert all("max_entries=" in arguments for arguments in decorators), decorators
@@ -225,15 +231,16 @@ def assert_not_rendered(at: AppTest, text: str) -> None:
         assert "<" not in re.sub(r"<br>|</?extra>", "", chart.proto.spec)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CASES)
 def test_app(app, checkpoint, name):
     sent = as_sent_by_a_browser(CASES[name].text)
     at = app(text=sent)
     assert not at.exception, [e.value for e in at.exception]
-    used = sent[:APP_MAX_CHARS]
+    used = sent[:MAX_INPUT_CHARS]
     assert at.text_input(key="text").value == used
-    cut_notice = ([f"The input is longer than {APP_MAX_CHARS} characters: only the first {APP_MAX_CHARS} are used."]
-                  if len(sent) > APP_MAX_CHARS else [])
+    cut_notice = ([f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used."]
+                  if len(sent) > MAX_INPUT_CHARS else [])
     try:
         expected = checkpoint.translate(used)
     except ValueError as error:  # the app says what the library says, and shows no figure
@@ -252,8 +259,8 @@ def test_app(app, checkpoint, name):
 HOSTILE = "<img src=x onerror=window.__xss=1> **b** \x00 😀 שלום \u200b $x$ {{x}} " + "ab" * 40
 
 
-@pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "masks", "positional", "heads",
-                                  "ablation", "training"])
+@pytest.mark.slow
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
 def test_every_view_with_hostile_input(app, view):
     at = app(text=HOSTILE, view=view)
     assert not at.exception, [e.value for e in at.exception]
@@ -261,6 +268,7 @@ def test_every_view_with_hostile_input(app, view):
     assert_not_rendered(at, HOSTILE)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["10000-chars", "img-onerror", "zero-width-only", "lone-high-surrogate"])
 def test_typed_input(app, checkpoint, name):
     """The same through the text box. set_value, not input(): a script talking to the server is not held to the
@@ -269,11 +277,11 @@ def test_typed_input(app, checkpoint, name):
     typed = as_sent_by_a_browser(CASES[name].text)
     at.text_input(key="text").set_value(typed).run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.text_input(key="text").value == typed[:APP_MAX_CHARS]
-    assert at.query_params["text"] == typed[:APP_MAX_CHARS]  # the link holds what was used, no more
+    assert at.text_input(key="text").value == typed[:MAX_INPUT_CHARS]
+    assert at.query_params["text"] == typed[:MAX_INPUT_CHARS]  # the link holds what was used, no more
     if CASES[name].fails:
         assert UNREADABLE in at.info[0].value
     else:
-        assert at.code[0].value == (checkpoint.translate(typed[:APP_MAX_CHARS]).text or
+        assert at.code[0].value == (checkpoint.translate(typed[:MAX_INPUT_CHARS]).text or
                                     "(empty: the model ended at once)")
     assert_not_rendered(at, typed)

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks import app_latency, browser, capture, decoding, memory, model_view, sessions, training
 from benchmarks.server import CHROMIUM, ROOT
 
@@ -13,6 +15,7 @@ WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view]
 MEASURED = WITH_TARGETS + [memory, sessions]
 
 
+@pytest.mark.slow
 def test_smoke_run_measures_and_checks_every_figure(tmp_path):
     results = tmp_path / "results.json"
     done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--json", str(results)], cwd=ROOT,

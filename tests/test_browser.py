@@ -16,14 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from app_helpers import checkpoints_folder
+from helpers import checkpoints_folder
 from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
+from ui.views import VIEWS
 
-VIEWS = ("Attention", "Model view", "Compare", "Decoding", "Masks", "Positional encoding", "Heads", "Ablation",
-         "Training")
-
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                                                              "(apt-get install chromium)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                                               "(apt-get install chromium)")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
 
 
@@ -74,20 +73,20 @@ def test_every_view_in_a_browser(server, tmp_path):
             page.wait_for_url(lambda url: link_text(url) == demo)  # the view state is in the link
             wait_for_rerun(page)
             for view in VIEWS:
-                page.get_by_role("radio", name=view, exact=True).click()  # a segmented control's option
+                page.get_by_role("radio", name=view.label, exact=True).click()  # a segmented control's option
                 wait_for_rerun(page)
-                if view == "Ablation":  # nothing switched off yet: it asks for heads, then shows outputs
+                if view.key == "ablation":  # nothing switched off yet: it asks for heads, then shows outputs
                     page.get_by_text("Pick heads", exact=False).first.wait_for()
                 else:
                     page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
-                if view == "Decoding":  # step forward as a lecturer would: the step's candidates follow
+                if view.key == "decoding":  # step forward as a lecturer would: the step's candidates follow
                     for _ in range(2):
                         page.get_by_role("button", name="Next").click()
                         wait_for_rerun(page)
                     page.get_by_text("Step 2: the", exact=False).first.wait_for()
-                assert not page.locator('[data-testid="stException"]').count(), view
+                assert not page.locator('[data-testid="stException"]').count(), view.key
                 for folder in folders:
-                    page.screenshot(path=folder / f"{view.lower().replace(' ', '-')}.png")
+                    page.screenshot(path=folder / f"{view.label.lower().replace(' ', '-')}.png")
         finally:
             browser.close()
     assert not problems, problems

@@ -5,9 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import PAD, random_batch, small_model
-from transformer import ablate, capture
-from transformer.attention import MultiHeadAttention
+from helpers import random_batch, small_model
+from transformer import KIND_SIDES, ablate, capture
 
 
 def count_fused_calls(monkeypatch) -> list[int]:
@@ -158,3 +157,13 @@ def test_threads_share_one_model_without_leaking(model):
         for got, want in zip(results[i], expected[i]):
             assert got.shape == want.shape
             torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
+
+
+def test_kind_sides_name_the_sequences_of_each_kinds_rows_and_columns(model):
+    src, tgt = random_batch(model.config, [5], [3])
+    with torch.no_grad(), capture(model) as record:
+        model(src, tgt)
+    length = {"src": 5, "tgt": 3}
+    for kind, (query_side, key_side) in KIND_SIDES.items():
+        assert record.stack(kind).shape[-2:] == (length[query_side], length[key_side]), kind
+        assert record.stack(kind).shape[0] == model.config.layers_of(kind)

@@ -13,7 +13,8 @@ from transformer import ablate, capture, decode_steps, load_checkpoint
 
 THREADS, CALLS_PER_THREAD = 32, 20
 TEXTS = ("abc12", "attention42", "z", "0123456789", "lecture2026", "q1w2e3r4t5y6", "mmmm", "ab€")
-ABLATIONS = (({"decoder.0.cross": [0, 2]}, "zero"), ({"encoder.0.self": [1]}, "mean"), ({"decoder.0.self": [3]}, "zero"))
+ABLATIONS = (({"decoder.0.cross": [0, 2]}, "zero"), ({"encoder.0.self": [1]}, "mean"),
+             ({"decoder.0.self": [3]}, "zero"))
 DECODE_LEN = 12  # enough steps to interleave with other threads, few enough to keep 640 calls quick
 
 
@@ -76,6 +77,7 @@ def one_intra_op_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_32_threads_share_one_checkpoint(tiny_checkpoint, one_intra_op_thread):
     checkpoint = load_checkpoint(tiny_checkpoint)
     expected = [kind(checkpoint, text, index) for kind, text, index in CALLS]  # one at a time

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import BOS, EOS, PAD, random_batch, small_model
+from helpers import BOS, EOS, PAD, random_batch, small_model
 from transformer import capture
 from transformer.decoding import beam_search, decode_steps, greedy
 
@@ -60,7 +60,8 @@ def test_beam_of_one_is_greedy_and_wider_beams_score_at_least_as_well(peaked_mod
     beam_tokens = beam_search(peaked_model, src, beam_size=4, max_len=10, length_penalty=0.0)
     for row in range(2):
         one = src[row:row + 1]
-        assert sequence_log_prob(peaked_model, one, beam_tokens[row]) >= sequence_log_prob(peaked_model, one, greedy_tokens[row]) - 1e-5
+        greedy_log_prob = sequence_log_prob(peaked_model, one, greedy_tokens[row])
+        assert sequence_log_prob(peaked_model, one, beam_tokens[row]) >= greedy_log_prob - 1e-5
 
 
 def test_beam_batched_equals_alone(peaked_model):

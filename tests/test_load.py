@@ -5,8 +5,12 @@ and closing and reopening its session; then the checks that would catch one sess
 """
 from __future__ import annotations
 
-from app_helpers import LOADABLE, checkpoints_folder
+import pytest
+
 from benchmarks.load import CHARACTER_RUN, Interaction, SessionLog, Tally, run_load, verify
+from helpers import LOADABLE, checkpoints_folder
+
+pytestmark = pytest.mark.slow  # a real server
 
 SESSIONS = 4
 SECONDS = 15

@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import PAD, random_batch, small_config, small_model
-from transformer import Transformer, TransformerConfig
+from helpers import PAD, random_batch, small_config, small_model
+from transformer import ATTENTION_KINDS, Transformer, TransformerConfig
 
 
 def torch_reference(model: Transformer) -> nn.Transformer:
@@ -119,3 +119,10 @@ def test_config_validation_and_json_round_trip(tmp_path):
         small_config(positional="rotary")
     with pytest.raises(ValueError, match="unknown config field"):
         TransformerConfig.from_dict({**config.__dict__, "colour": "red"})
+
+
+def test_layers_of_each_kind_come_from_its_stack():
+    config = small_config(num_encoder_layers=3, num_decoder_layers=2)
+    assert [config.layers_of(kind) for kind in ATTENTION_KINDS] == [3, 2, 2]
+    with pytest.raises(KeyError, match="encoder.cross"):
+        config.layers_of("encoder.cross")

@@ -31,6 +31,7 @@ def test_few_steps_end_to_end(tiny_checkpoint):
     assert checkpoint.translate("abc").src_tokens == ["a", "b", "c", "</s>"]  # character pieces
 
 
+@pytest.mark.slow
 def test_loss_decreases_and_resume_equals_one_run(tmp_path):
     common = TINY_TRAINING + ["--snapshots", "0"]
     straight = main(common + ["--out", str(tmp_path / "a"), "--steps", "30"])
@@ -56,13 +57,15 @@ def test_learning_rate_cooldown_falls_linearly_to_zero_at_the_end():
     assert learning_rate(1000, 1e-3, 100, total, cooldown) == pytest.approx(learning_rate(1000, 1e-3, 100) / 200)
 
 
+@pytest.mark.slow
 def test_two_ddp_processes_end_with_identical_weights(tmp_path):
     worker = tmp_path / "worker.py"
     worker.write_text(
         "import os, sys, torch\n"
         "from transformer.train import main\n"
         "model = main(sys.argv[1:])\n"
-        "torch.save(model.state_dict(), os.path.join(sys.argv[sys.argv.index('--out') + 1], f\"rank{os.environ['RANK']}.pt\"))\n"
+        "out = sys.argv[sys.argv.index('--out') + 1]\n"
+        "torch.save(model.state_dict(), os.path.join(out, f\"rank{os.environ['RANK']}.pt\"))\n"
     )
     out = tmp_path / "ddp"
     with socket.socket() as probe:  # a free port on loopback for the rendezvous
@@ -70,7 +73,8 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
         port = probe.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
-               f"--master_port={port}", str(worker)] + TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
+               f"--master_port={port}", str(worker)]
+    command += TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     expected = expected_state(read_config(out), out)

@@ -121,6 +121,7 @@ def panel_widths(layout, count) -> list[float]:
             for index in [0] + list(range(2, count + 1))]
 
 
+@pytest.mark.slow  # kaleido starts a browser
 def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
     # Plotly.js locks an image's y axis to its x axis (square pixels) unless told otherwise; with shared y axes it
     # did so for the first column only, whose panels shrank to a fraction of the others' width when drawn.
@@ -140,6 +141,7 @@ def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
     np.testing.assert_allclose(np.diff(starts), np.diff(starts)[0], rtol=1e-6)  # evenly spaced columns
 
 
+@pytest.mark.slow
 def test_model_view_json_grows_slowly_enough_for_256_tokens():
     # Beyond grid.HOVER_CELLS cells (here from 64 tokens on) the panels are images only, a byte or so per cell.
     small, larger = run(sizes=(64, 80), layers=6, heads=8, repeats=1)

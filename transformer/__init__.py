@@ -7,11 +7,12 @@ from .decoding import Step, beam_search, decode_steps, greedy
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
 from .model import Transformer
-from .record import ATTENTION_KINDS, AttentionRecord
+from .record import ATTENTION_KINDS, KIND_SIDES, AttentionRecord
 
 __all__ = [
     "ATTENTION_KINDS",
     "AttentionRecord",
+    "KIND_SIDES",
     "Checkpoint",
     "CheckpointError",
     "FolderStatus",

@@ -68,10 +68,12 @@ class MultiHeadAttention(nn.Module):
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, d_model = x.shape
-        return x.view(batch, length, self.num_heads, d_model // self.num_heads).transpose(1, 2)  # (batch, heads, length, d_head)
+        # (batch, length, d_model) -> (batch, heads, length, d_head)
+        return x.view(batch, length, self.num_heads, d_model // self.num_heads).transpose(1, 2)
 
     def forward(
-        self, x_q: torch.Tensor, x_kv: torch.Tensor, mask: torch.Tensor | None = None, cache: AttentionCache | None = None
+        self, x_q: torch.Tensor, x_kv: torch.Tensor, mask: torch.Tensor | None = None,
+        cache: AttentionCache | None = None,
     ) -> torch.Tensor:
         """x_q: (batch, q_len, d_model) queries; x_kv: (batch, k_len, d_model) keys and values; mask as in masks.py.
         With a `cache`, keys and values of earlier decoding steps are reused (see cache.py)."""

@@ -57,7 +57,7 @@ class ModelCard:
     wall_time_s: float = 0.0  # how long training took
     machine: str = ""  # what it was trained on
     parameters: int = 0  # number of trainable parameters
-    history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric", ...}
+    history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric"}
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
     decoding: dict = field(default_factory=dict)  # how the app decodes by default: {"beam_size", "length_penalty"}
@@ -131,6 +131,7 @@ class Translation:
 
     text: str  # the output, detokenised
     src_tokens: list[str]  # pieces fed to the encoder (ending with </s>)
+    src_typed: list[str]  # the same pieces as typed: an <unk> of src_tokens shows the text it stands for
     tgt_tokens: list[str]  # decoder input pieces, starting with <s>: the query rows of decoder attention
     output_tokens: list[str]  # the pieces generated, one per decoder input position (ending with </s> if reached)
     output_ids: list[int]  # their ids: the labels the decoder input's positions predict
@@ -320,7 +321,8 @@ class Checkpoint:
         warnings += input_warnings(self.card.task, text)
         unknown = ids.count(self.src_tokenizer.unk_id)
         if unknown:
-            warnings.append(f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
+            warnings.append(
+                f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids])
         length_penalty = self.card.decoding.get("length_penalty", 0.6)
         decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len,
@@ -334,6 +336,7 @@ class Checkpoint:
         return Translation(
             text=self.tgt_tokenizer.decode(generated),
             src_tokens=src_pieces,
+            src_typed=self.src_tokenizer.encode_pieces(normalize(text))[: len(ids) - 1] + src_pieces[-1:],
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,

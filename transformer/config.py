@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from .record import ATTENTION_KINDS
 from .safety import MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_VOCAB_SIZE
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
@@ -74,6 +75,12 @@ class TransformerConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.num_heads
+
+    def layers_of(self, kind: str) -> int:
+        """How many layers have attention of `kind` ('encoder.self', 'decoder.self' or 'decoder.cross')."""
+        if kind not in ATTENTION_KINDS:
+            raise KeyError(f"unknown attention kind {kind!r}; kinds are {ATTENTION_KINDS}")
+        return self.num_encoder_layers if kind == "encoder.self" else self.num_decoder_layers
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)

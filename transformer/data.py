@@ -178,6 +178,9 @@ def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_
     return kept + [eos_id], len(ids) - len(kept)
 
 
-def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> list[int]:
-    """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids (input = [:-1], labels = [1:])."""
+def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID
+               ) -> list[int]:
+    """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids.
+
+    Decoder input = [:-1], labels = [1:]."""
     return [bos_id] + _pieces_of(tokenizer, bounded(text, max_len)[0])[: max_len - 2] + [eos_id]

@@ -69,7 +69,8 @@ _current_call: ContextVar[CallState | None] = ContextVar("attention_atlas_call",
 
 
 @contextmanager
-def extend_call(*, captures: tuple[Capture, ...] = (), edits: tuple[tuple[HookPoint, Edit], ...] = ()) -> Iterator[None]:
+def extend_call(*, captures: tuple[Capture, ...] = (),
+                edits: tuple[tuple[HookPoint, Edit], ...] = ()) -> Iterator[None]:
     """Add captures and edits to the current call's state for the duration of a `with` block (nestable)."""
     outer = _current_call.get() or CallState()
     token = _current_call.set(CallState(outer.captures + captures, outer.edits + edits))

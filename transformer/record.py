@@ -9,6 +9,8 @@ import torch
 from .hooks import attention_key, attention_path
 
 ATTENTION_KINDS = ("encoder.self", "decoder.self", "decoder.cross")
+# (query side, key side) of each kind: which sequence gives the rows and which the columns of its weights.
+KIND_SIDES = {"encoder.self": ("src", "src"), "decoder.self": ("tgt", "tgt"), "decoder.cross": ("tgt", "src")}
 
 
 class AttentionRecord(Mapping[str, torch.Tensor]):
@@ -60,7 +62,9 @@ class AttentionRecord(Mapping[str, torch.Tensor]):
         return [key for key in self if key.startswith(stack + ".") and key.endswith("." + role)]
 
     def stack(self, kind: str, item: int = 0, part: str = "pattern") -> torch.Tensor:
-        """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind: (layers, heads, q_len, k_len)."""
+        """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind.
+
+        Returns (layers, heads, q_len, k_len); the mask has 1 head."""
         keys = self.keys_of(kind)
         if not keys:
             raise KeyError(f"no {kind} attention was captured")

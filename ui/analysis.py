@@ -1,0 +1,140 @@
+"""Typed, read-only results of the model passes: what views read instead of the model.
+
+Every array is read-only and every sequence a tuple: the passes are cached once for all sessions
+(st.cache_resource), so that no session can change what another sees. Masks come from the model (the mask it used
+in this pass); the views never rebuild them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import viz
+
+# The attention kinds as the figures name them (viz's own kind names).
+KIND_LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
+
+
+class Unavailable(Exception):
+    """A pass the view asked for cannot run (a snapshot or checkpoint that does not load); the message says why."""
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class KindAttention:
+    """One attention kind of one pass."""
+
+    kind: str  # "encoder.self", "decoder.self" or "decoder.cross"
+    query_side: str  # "src" or "tgt": the sequence of the rows
+    key_side: str  # the sequence of the columns
+    weights: np.ndarray  # (layers, heads, q_len, k_len), rows sum to 1 over allowed keys
+    scores: np.ndarray  # (layers, heads, q_len, k_len), before masking
+    allowed: np.ndarray  # (q_len, k_len) bool, True = may attend: the mask the model used
+
+
+@dataclass(frozen=True)
+class Attention:
+    """The attention of every kind of one pass, and the probability of given labels (teacher-forced passes)."""
+
+    kinds: tuple[KindAttention, ...]
+    label_probs: tuple[float, ...] = ()
+
+    def of(self, kind: str) -> KindAttention:
+        for attention in self.kinds:
+            if attention.kind == kind:
+                return attention
+        raise KeyError(f"unknown attention kind {kind!r}")
+
+    def stack(self, kind: str, part: str = "weights") -> np.ndarray:
+        """(layers, heads, q_len, k_len) weights or scores."""
+        return getattr(self.of(kind), part)
+
+    def head(self, kind: str, layer: int, head: int | None, part: str = "weights") -> np.ndarray:
+        """(q_len, k_len) of one head, or the mean of the layer's heads when head is None."""
+        stack = self.stack(kind, part)
+        return stack[layer].mean(axis=0) if head is None else stack[layer, head]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One input translated, and one captured pass over (source, decoder input), possibly padded."""
+
+    text: str  # the output, detokenised
+    src_ids: tuple[int, ...]
+    tgt_ids: tuple[int, ...]  # the decoder input, starting with BOS
+    src_tokens: tuple[str, ...]
+    tgt_tokens: tuple[str, ...]
+    src_typed: tuple[str, ...]  # the real source pieces as typed (an <unk> shows its text); no padding
+    output_tokens: tuple[str, ...]  # one generated piece per real decoder input position
+    output_ids: tuple[int, ...]
+    probs: tuple[float, ...]  # of each generated piece
+    warnings: tuple[str, ...]
+    pad_id: int
+    attention: Attention
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(attention.kind for attention in self.attention.kinds)
+
+    def ids(self, side: str) -> tuple[int, ...]:
+        return {"src": self.src_ids, "tgt": self.tgt_ids}[side]
+
+    def pieces(self, side: str) -> list[str]:
+        return list({"src": self.src_tokens, "tgt": self.tgt_tokens}[side])
+
+    def tokens(self, kind: str) -> tuple[list[str], list[str]]:
+        """(query tokens, key tokens) of a kind."""
+        attention = self.attention.of(kind)
+        return self.pieces(attention.query_side), self.pieces(attention.key_side)
+
+    def stack(self, kind: str, part: str = "weights") -> np.ndarray:
+        return self.attention.stack(kind, part)
+
+    def head(self, kind: str, layer: int, head: int | None, part: str = "weights") -> np.ndarray:
+        return self.attention.head(kind, layer, head, part)
+
+    def padded(self) -> bool:
+        return self.pad_id in self.src_ids or self.pad_id in self.tgt_ids
+
+    def blocked(self, kind: str) -> dict[str, np.ndarray]:
+        """Why each cell is masked, read off the model's own mask: a key no query may attend to is padding; other
+        blocked cells mean the kind is causal, which blocks every key after its query (pad keys too, as masks add
+        up); pad queries are shaded (informational). Reasons that block nothing are left out, so that legends only
+        name masks that are there."""
+        attention = self.attention.of(kind)
+        blocked_cells = ~attention.allowed  # (q_len, k_len)
+        key_is_pad = blocked_cells.all(axis=0)  # (k_len,)
+        query_is_pad = np.array(self.ids(attention.query_side)) == self.pad_id  # (q_len,)
+        shape = blocked_cells.shape
+        not_padding = blocked_cells & ~key_is_pad[None, :]
+        later_keys = np.triu(np.ones(shape, dtype=bool), k=1)
+        reasons = {viz.PADDING: np.broadcast_to(key_is_pad[None, :], shape).copy(),
+                   viz.CAUSAL: not_padding | (later_keys & blocked_cells) if not_padding.any() else not_padding,
+                   viz.PADDED_QUERY: np.broadcast_to(query_is_pad[:, None], shape).copy()}
+        return {reason: cells for reason, cells in reasons.items() if cells.any()}
+
+    def by_viz_kind(self) -> tuple[dict, dict, dict, dict]:
+        """stacks, query tokens, key tokens and masks keyed by viz's kind names, as its multi-kind tables take them."""
+        stacks, queries, keys, blocked = {}, {}, {}, {}
+        for kind in self.kinds:
+            name = KIND_LABELS[kind]
+            stacks[name] = self.stack(kind)
+            queries[name], keys[name] = self.tokens(kind)
+            blocked[name] = self.blocked(kind)
+        return stacks, queries, keys, blocked
+
+
+@dataclass(frozen=True)
+class DecodingSteps:
+    """Greedy generation one token at a time."""
+
+    src_tokens: tuple[str, ...]
+    prefix_tokens: tuple[str, ...]  # the decoder input of the last step: <s> and every piece before the last
+    top: tuple[tuple[tuple[str, float], ...], ...]  # per step: its most likely next pieces and their probabilities
+    cross: np.ndarray  # (layers, heads, steps, src_len): each step's cross-attention row
+    decoder_self: np.ndarray  # (layers, heads, steps, steps): row t is what step t computed (the decoder is causal)

@@ -1,0 +1,92 @@
+"""Page: what every view is given. The checkpoint's config and card, the input and its analysis, how figures look,
+and the passes a view may ask for beyond the analysis, each over this page's checkpoint and input."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import viz
+
+from . import passes
+from .analysis import Analysis, Attention, DecodingSteps, Unavailable
+from .state import FINAL
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str  # the checkpoint folder's name
+    path: str
+    version: int
+    config: object  # the checkpoint's TransformerConfig (read only)
+    card: object  # its ModelCard
+    snapshot_names: tuple[str, ...]  # the card's training snapshots, earliest first
+    text: str
+    beam_size: int
+    analysis: Analysis | None  # None while the input cannot be translated (empty)
+    theme: viz.Theme
+    lecture: bool
+    image_format: str
+    kinds: tuple[str, ...] = passes.ATTENTION_KINDS
+
+    def layers(self, kind: str) -> int:
+        return self.config.layers_of(kind)
+
+    def heads(self) -> range:
+        return range(self.config.num_heads)
+
+    def snapshots(self) -> list[str]:
+        return [*self.snapshot_names, FINAL]
+
+    def snapshot_label(self, snapshot: str) -> str:
+        if snapshot == FINAL:
+            last = [entry["step"] for entry in self.card.history if "step" in entry]
+            return f"final (step {last[-1]})" if last else "final"
+        info = next(entry for entry in self.card.snapshots if entry["name"] == snapshot)
+        return f"step {info.get('step', '?')} ({info.get('fraction', 0):.0%})"
+
+    # ------------------------------------------------------------------------------------------ passes
+
+    def translation(self, *, beam_size: int | None = None, snapshot: str = FINAL, ablated: tuple = (),
+                    mode: str = "zero") -> Analysis:
+        """This input translated again: by a training snapshot, or with heads switched off (Unavailable if the
+        snapshot does not load)."""
+        return passes.translate(self.path, self.version, self.text, beam_size or self.beam_size, snapshot, ablated,
+                                mode)
+
+    def forced(self, *, snapshot: str = FINAL, checkpoint: str | None = None, labels: tuple = (),
+               ablated: tuple = (), mode: str = "zero") -> Attention:
+        """A teacher-forced pass over exactly this analysis's ids, by a snapshot or another checkpoint (one of
+        comparable_checkpoints()); label_probs holds each label's probability at its position."""
+        path, version = ((self.path, self.version) if checkpoint is None else
+                         (passes.checkpoint_path(checkpoint), passes.folder_version(checkpoint)))
+        analysis = self.analysis
+        return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
+                                     ablated, mode)
+
+    def decoding(self) -> DecodingSteps:
+        """Greedy decoding of this input's source, step by step (padding left out)."""
+        source = tuple(i for i in self.analysis.src_ids if i != self.analysis.pad_id)
+        return passes.decoding_steps(self.path, self.version, source)
+
+    def positional_table(self, side: str) -> np.ndarray:
+        return passes.positional_table(self.path, self.version, side)
+
+    def comparable_checkpoints(self) -> list[str]:
+        """The other loadable checkpoints with this one's vocabularies: they read this input's ids as the same
+        pieces, so their attention can be taken on exactly this sequence."""
+        mine = passes.vocabulary(self.path, self.version)
+        names = []
+        for name in passes.checkpoint_names():
+            other = passes.loaded(name).checkpoint
+            if name != self.name and other is not None and \
+                    passes.vocabulary(passes.checkpoint_path(name), passes.folder_version(name)) == mine:
+                names.append(name)
+        return names
+
+    def config_of(self, checkpoint: str):
+        """Another loadable checkpoint's config."""
+        loaded = passes.loaded(checkpoint)
+        if loaded.checkpoint is None:
+            raise Unavailable(loaded.error)
+        return loaded.checkpoint.config

@@ -1,0 +1,164 @@
+"""The only UI module that imports torch or `transformer`: checkpoint discovery and loading, and the cached passes.
+
+Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to app.py); a name from
+the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
+Models are loaded once per folder version and never changed (capture and ablation are per call). Passes are cached
+with st.cache_resource, not st.cache_data: every session gets the same read-only objects (ui.analysis) instead of
+unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import streamlit as st
+import torch
+
+from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
+                         checkpoint_folders, decode_steps, load_checkpoint, resolve_checkpoint)
+
+from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
+from .state import FINAL
+
+TOP_CANDIDATES = 5  # next pieces listed per decoding step
+
+
+class Loaded(NamedTuple):
+    checkpoint: Checkpoint | None
+    error: str  # why it could not be loaded ("" if it was)
+
+
+def checkpoints_dir() -> Path:
+    return Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parents[1] / "checkpoints"))
+
+
+def checkpoint_names() -> list[str]:
+    """The checkpoint folders: the only names the app accepts, from the UI or a link."""
+    return checkpoint_folders(checkpoints_dir())
+
+
+def checkpoint_path(name: str) -> str:
+    return str(resolve_checkpoint(checkpoints_dir(), name))
+
+
+def folder_version(name: str) -> int:
+    """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
+    path = Path(checkpoint_path(name))
+    stamps = [path.stat().st_mtime_ns]
+    for file in path.iterdir():
+        try:
+            stamps.append(file.stat().st_mtime_ns)
+        except FileNotFoundError:  # a trainer replaced it between listing and reading: the folder's stamp moved
+            continue
+    return max(stamps)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Loading the checkpoint…")
+def load(path: str, version: int) -> Loaded:
+    """The checkpoint at `path`, loaded once and shared by every session. A failure is kept too, so a broken folder
+    is not read again until it changes."""
+    try:
+        return Loaded(load_checkpoint(path), "")
+    except CheckpointError as error:
+        return Loaded(None, str(error))
+
+
+def loaded(name: str) -> Loaded:
+    return load(checkpoint_path(name), folder_version(name))
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading the training snapshot…")
+def load_snapshot(path: str, version: int, snapshot: str) -> torch.nn.Module:
+    try:
+        return load(path, version).checkpoint.load_snapshot(snapshot)
+    except CheckpointError as error:
+        raise Unavailable(str(error)) from None
+
+
+def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
+    """The final model, or one of its training snapshots."""
+    return load(path, version).checkpoint.model if snapshot == FINAL else load_snapshot(path, version, snapshot)
+
+
+@st.cache_resource(max_entries=16)
+def vocabulary(path: str, version: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Every source and target piece by id: two checkpoints with the same can read the same ids."""
+    checkpoint = load(path, version).checkpoint
+    return tuple(tuple(tokenizer.pieces(range(tokenizer.vocab_size)))
+                 for tokenizer in (checkpoint.src_tokenizer, checkpoint.tgt_tokenizer))
+
+
+def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -> Attention:
+    """The record of one pass (batch of one) as read-only numpy, with the model's own masks."""
+    return Attention(tuple(KindAttention(kind, *KIND_SIDES[kind],
+                                         weights=read_only(record.stack(kind).numpy()),
+                                         scores=read_only(record.stack(kind, part="scores").numpy()),
+                                         allowed=read_only(record.stack(kind, part="mask")[0, 0].numpy()))
+                           for kind in ATTENTION_KINDS), label_probs)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Running the model…")
+def translate(path: str, version: int, text: str, beam_size: int, snapshot: str = FINAL, ablated: tuple = (),
+              mode: str = "zero") -> Analysis:
+    """Translate `text` and capture the attention of one pass over (source, decoder input). ablated: ((attention
+    key, heads), ...) removed during the call. Raises ValueError when the input has nothing to read."""
+    checkpoint = load(path, version).checkpoint
+    model = model_of(path, version, snapshot)
+    with ablate(model, dict(ablated), mode):
+        translation = checkpoint.translate(text, beam_size=beam_size, model=model)
+    return Analysis(text=translation.text, src_ids=tuple(translation.src_ids), tgt_ids=tuple(translation.tgt_ids),
+                    src_tokens=tuple(translation.src_tokens), tgt_tokens=tuple(translation.tgt_tokens),
+                    src_typed=tuple(translation.src_typed), output_tokens=tuple(translation.output_tokens),
+                    output_ids=tuple(translation.output_ids), probs=tuple(translation.probs),
+                    warnings=tuple(translation.warnings), pad_id=checkpoint.config.pad_id,
+                    attention=attention_of(translation.attention))
+
+
+@st.cache_resource(max_entries=64, show_spinner="Running the model…")
+def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_ids: tuple, labels: tuple = (),
+                   ablated: tuple = (), mode: str = "zero") -> Attention:
+    """One captured pass of a model over given ids (no decoding), and the probability of each of `labels` at its
+    position. Lets padding, snapshots and other checkpoints read exactly the same sequence."""
+    model = model_of(path, version, snapshot)
+    with torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
+        probs = model(torch.tensor([src_ids]), torch.tensor([tgt_ids])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)
+    return attention_of(record, tuple(float(probs[position, label]) for position, label in enumerate(labels)))
+
+
+def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int) -> Analysis:
+    """`plain` with pad ids appended to its source and decoder input, as a batch with a longer sentence would have:
+    one new teacher-forced pass over the same ids (the decoding is not repeated). The outputs on the real positions
+    do not change, and the padding masks appear."""
+    if not pad_src and not pad_tgt:
+        return plain
+    src_ids, tgt_ids = plain.src_ids + (plain.pad_id,) * pad_src, plain.tgt_ids + (plain.pad_id,) * pad_tgt
+    pad_piece = load(path, version).checkpoint.src_tokenizer.pieces([plain.pad_id])[0]
+    return dataclasses.replace(plain, src_ids=src_ids, tgt_ids=tgt_ids,
+                               src_tokens=plain.src_tokens + (pad_piece,) * pad_src,
+                               tgt_tokens=plain.tgt_tokens + (pad_piece,) * pad_tgt,
+                               attention=teacher_forced(path, version, FINAL, src_ids, tgt_ids))
+
+
+@st.cache_resource(max_entries=32, show_spinner="Decoding step by step…")
+def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
+    """Greedy generation of the source `src_ids`, one token at a time."""
+    checkpoint = load(path, version).checkpoint
+    steps = list(decode_steps(checkpoint.model, torch.tensor([src_ids]), top_k=TOP_CANDIDATES))
+    decoder_input = tuple(steps[-1].prefix)
+    pieces = checkpoint.tgt_tokenizer.pieces
+    return DecodingSteps(
+        src_tokens=tuple(checkpoint.src_tokenizer.pieces(src_ids)),
+        prefix_tokens=tuple(pieces(decoder_input)),
+        top=tuple(tuple(zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])) for step in steps),
+        cross=read_only(np.stack([step.cross_attention.numpy() for step in steps], axis=2)),
+        decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self"),
+    )
+
+
+@st.cache_resource(max_entries=16)
+def positional_table(path: str, version: int, side: str) -> np.ndarray:
+    """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt')."""
+    return read_only(load(path, version).checkpoint.model.positional_table(side).numpy())

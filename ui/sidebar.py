@@ -1,0 +1,156 @@
+"""The sidebar's choices (checkpoint and its card, input, decoding, padding, figure format) and the output above
+every view. Builds the Page the views are given."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import viz
+
+from . import passes
+from .analysis import Analysis
+from .page import Page
+from .state import MAX_INPUT_CHARS, draw, settle
+from .widgets import PROBABILITY
+
+
+def use_first_example() -> None:
+    """A new checkpoint starts on its own first example: the last one's input rarely suits it."""
+    checkpoint = passes.loaded(st.session_state.checkpoint).checkpoint
+    if checkpoint is not None and checkpoint.card.examples:
+        st.session_state.text = checkpoint.card.examples[0]
+
+
+def use_example() -> None:
+    st.session_state.text = st.session_state.example
+    st.session_state.example = None
+
+
+def metric_text(value) -> str:
+    """A card metric as the sidebar shows it: counts with thousands separators, scores to 4 significant digits."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def choose_checkpoint() -> str | None:
+    """The checkpoint picker and its card; None (after saying why) when it cannot be used."""
+    names = passes.checkpoint_names()
+    loaded = {name: passes.loaded(name) for name in names}
+    usable = [name for name in names if loaded[name].checkpoint is not None]
+    if not usable:
+        st.error(f"No loadable checkpoint in {passes.checkpoints_dir()}. Train one with `python -m transformer.train` "
+                 "(see the README), or point ATLAS_CHECKPOINTS at a folder of checkpoints.")
+        for name in names:
+            st.code(loaded[name].error, language=None)
+        return None
+    name = draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", names, usable[0], on_change=use_first_example,
+                format_func=lambda n: n if loaded[n].checkpoint is not None else f"{n} (cannot be loaded)")
+    if loaded[name].checkpoint is None:
+        st.error(f"The checkpoint `{name}` cannot be loaded; the others still can. Its folder may still be training.")
+        st.code(loaded[name].error, language=None)
+        return None
+    checkpoint = loaded[name].checkpoint
+    card, config = checkpoint.card, checkpoint.config
+    with st.sidebar.expander(f"Model card · {card.task}", expanded=not st.session_state.lecture):
+        st.markdown(card.description)
+        st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
+                   f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
+                   f"d_model {config.d_model} · max_len {config.max_len}")
+        if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
+            rows = [(metric.replace("_", " "), metric_text(value)) for metric, value in card.metrics.items()]
+            st.table(pd.DataFrame(rows, columns=["metric", "value"]), hide_index=True)
+        st.caption(f"Data: {card.data}")
+    return name
+
+
+def choose_input(examples: list[str]) -> tuple[str, int]:
+    """The input text (typed, or one of the card's examples) and the beam size (1 = greedy)."""
+    sidebar = st.sidebar
+    st.session_state.setdefault("text", examples[0] if examples else "")
+    if len(st.session_state.text) > MAX_INPUT_CHARS:  # Streamlit cuts typed text to max_chars, but not a link's
+        st.session_state.text = st.session_state.text[:MAX_INPUT_CHARS]
+        st.warning(f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used.")
+    sidebar.text_input("Input", key="text", max_chars=MAX_INPUT_CHARS,
+                       help="Press Enter to run. Pieces the model does not know are shown as <unk>.")
+    if examples:
+        sidebar.selectbox("Examples from the model card", examples, index=None, key="example",
+                          on_change=use_example, placeholder="Pick an example…")
+    decoding = draw(sidebar.segmented_control, "Decoding", "decoding", ("greedy", "beam"), required=True)
+    if decoding == "greedy":
+        return st.session_state.text, 1
+    settle("beam", range(2, 9))
+    return st.session_state.text, sidebar.slider("Beam size", 2, 8, key="beam")
+
+
+def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
+    """How many pad ids to append to the source and decoder input (room left below max_len)."""
+    amounts = []
+    with st.sidebar.expander("Padding", expanded=bool(st.session_state.get("pad_src") or
+                                                      st.session_state.get("pad_tgt"))):
+        st.caption("Append pad tokens, as a batch with a longer sentence would: the padding masks appear and the "
+                   "outputs on real positions do not change.")
+        for name, side, label in (("pad_src", "src", "source"), ("pad_tgt", "tgt", "decoder input")):
+            room = max_len - len(analysis.ids(side))
+            settle(name, range(room + 1))
+            if room:
+                amounts.append(st.slider(f"Pad tokens after the {label}", 0, room, key=name, persist_state="session"))
+            else:
+                st.caption(f"The {label} already has max_len tokens: no room for padding.")
+                amounts.append(0)
+    return amounts[0], amounts[1]
+
+
+def show_output(page: Page) -> None:
+    """The output with its warnings, and (outside lecture mode) every piece with its id or probability."""
+    analysis = page.analysis
+    for warning in analysis.warnings:
+        st.warning(warning, icon="⚠️")
+    output = st.container()
+    if page.lecture:  # the sidebar is folded away: show what went in next to what came out
+        shown, output = st.columns(2)
+        shown.caption("Input")
+        shown.code(page.text, language=None, wrap_lines=True)
+    output.caption(f"Output of `{page.name}`" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
+                                                else ", greedy"))
+    output.code(analysis.text or "(empty: the model ended at once)", language=None, wrap_lines=True)
+    if page.lecture:
+        return
+    with st.expander("Pieces and probabilities"):
+        left, right = st.columns(2)
+        pads = len(analysis.src_tokens) - len(analysis.src_typed)
+        left.dataframe(pd.DataFrame({"source piece": analysis.src_tokens, "id": analysis.src_ids,
+                                     "typed": analysis.src_typed + ("",) * pads}), hide_index=True)
+        right.dataframe(pd.DataFrame({"output piece": analysis.output_tokens, "probability": analysis.probs}),
+                        hide_index=True, column_config={"probability": PROBABILITY})
+
+
+def figure_theme() -> viz.Theme:
+    """Figures follow Streamlit's light or dark theme when the browser reports it, else a switch."""
+    dark = st.context.theme.type == "dark" if st.context.theme.type else st.sidebar.toggle("Dark figures", key="dark")
+    return viz.Theme(large=st.session_state.lecture, dark=dark)
+
+
+def build_page() -> Page | None:
+    """Everything the sidebar decides, as the Page the views get; None when no checkpoint can be used."""
+    name = choose_checkpoint()
+    if name is None:
+        return None
+    checkpoint = passes.loaded(name).checkpoint
+    text, beam_size = choose_input(checkpoint.card.examples)
+    path, version = passes.checkpoint_path(name), passes.folder_version(name)
+    try:
+        analysis = passes.translate(path, version, text, beam_size)
+    except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do
+        st.info(str(error))
+        analysis = None
+    if analysis is not None:
+        analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.config.max_len))
+    image_format = settle("image", ("png", "svg"))
+    if not st.session_state.lecture:
+        st.sidebar.segmented_control("Figure download format", ("png", "svg"), key="image", required=True,
+                                     help="What the camera button in each figure's toolbar saves.")
+    page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
+                snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
+                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format)
+    if analysis is not None:
+        show_output(page)
+    return page

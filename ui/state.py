@@ -1,0 +1,183 @@
+"""The view state lives in the URL: a lecturer can prepare links, and a student can share exactly what they see.
+
+URL_STATE is the only place a default is written. A link's values are parsed once per session (restore), checked
+against the checkpoint when their widget is drawn (settle, or draw: settle and draw in one call) and written back
+after every run (sync). The pure parts (parse_query, settled, url_params) take plain values, so they are unit-tested
+without Streamlit.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+
+import streamlit as st
+
+MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len anyway
+FINAL = "final"  # the trained model, listed after the card's snapshots
+
+
+def flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+def items(text: str) -> list[str]:
+    return [item for item in text.split(",") if item]
+
+
+def numbers(text: str) -> list[int]:
+    return [int(item) for item in items(text)]
+
+
+# Query parameter -> (parser of its text, default). Every one is also the session-state key of its widget.
+# None as default: the default depends on the checkpoint (its first example, its layers, ...), so the view gives it
+# to settle() as the fallback.
+URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
+    "checkpoint": (str, None),
+    "text": (str, None),
+    "view": (str, "attention"),
+    "kind": (str, "decoder.cross"),
+    "layer": (int, 0),
+    "head": (int, 0),
+    "average": (flag, False),
+    "masks": (flag, True),
+    "stages": (flag, False),
+    "values": (flag, False),
+    "own_scale": (flag, False),
+    "decoding": (str, "greedy"),
+    "beam": (int, 4),
+    "pad_src": (int, 0),
+    "pad_tgt": (int, 0),
+    "lecture": (flag, False),
+    "dark": (flag, False),
+    "image": (str, "png"),
+    "step": (int, 0),
+    "compare": (str, "heads"),
+    "layer_b": (int, None),
+    "head_b": (int, None),
+    "checkpoint_b": (str, None),
+    "snapshot_a": (str, None),
+    "snapshot_b": (str, FINAL),
+    "snapshot": (str, FINAL),
+    "ablate": (items, []),
+    "ablation_mode": (str, "zero"),
+    "pe_side": (str, "src"),
+    "pe_plot": (str, "heatmap"),
+    "pe_positions": (int, None),
+    "pe_dims": (numbers, [0, 1, 2, 3]),
+    "stat_x": (str, "entropy"),
+    "stat_y": (str, "mean_distance"),
+}
+ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
+SHOWN_CHARS = 40  # of a refused link value in its notice
+
+
+# ---------------------------------------------------------------------------------------------- pure parts
+
+
+def parse_query(query: Mapping[str, str]) -> tuple[dict[str, object], list[str]]:
+    """The known parameters of a link, parsed, and a notice for each one that could not be (unknown ones counted)."""
+    values, notices = {}, []
+    unknown = 0
+    for name, text in query.items():
+        if name not in URL_STATE:
+            unknown += 1
+            continue
+        try:
+            values[name] = URL_STATE[name][0](text)
+        except ValueError:
+            notices.append(f"The link's `{name}` could not be read, so the default is used.")
+    if unknown:
+        notices.append(f"{unknown} unknown link parameter(s) were ignored.")
+    return values, notices
+
+
+def shown(value: object) -> str:
+    """A link's value as a notice shows it: short, on one line, and inside a code span (never read as Markdown)."""
+    text = " ".join(str(value).replace("`", "'").split())
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
+
+
+def settled(name: str, value: object, allowed: Collection, fallback: object, from_link: bool) -> tuple[object, str]:
+    """`value` if it is one of `allowed`, else `fallback`; and the notice to give when a link's value was refused."""
+    if value in allowed:
+        return value, ""
+    if not from_link:
+        return fallback, ""
+    return fallback, (f"The link's `{name}` value `{shown(value)}` is not available here, so `{shown(fallback)}` is "
+                      "used instead.")
+
+
+def url_params(state: Mapping[str, object]) -> dict[str, str]:
+    """The query parameters of a view state: the core always, options only where they differ from the default."""
+    params = {}
+    for name, (_, default) in URL_STATE.items():
+        value = state.get(name)
+        if value is None or (value == default and name not in ALWAYS_IN_URL):
+            continue
+        if isinstance(value, bool):
+            params[name] = "1" if value else "0"
+        elif isinstance(value, list):
+            params[name] = ",".join(str(item) for item in value)
+        else:
+            params[name] = str(value)
+    return params
+
+
+# ---------------------------------------------------------------------------------------------- session state
+
+
+def notice(message: str) -> None:
+    """Tell the user once, at the top of the page, that part of their link was not used."""
+    st.session_state.url_notices.append(message)
+
+
+def restore() -> None:
+    """On a session's first run, copy the link's values into session state, and every default that does not
+    depend on the checkpoint. Whether a value fits the checkpoint is checked by settle() when its widget is drawn."""
+    if "url_pending" not in st.session_state:
+        values, notices = parse_query(st.query_params.to_dict())
+        st.session_state.update(values)
+        st.session_state.url_pending = set(values)
+        st.session_state.url_notices = notices
+    for name, (_, default) in URL_STATE.items():
+        if default is not None:
+            st.session_state.setdefault(name, default)
+
+
+def settle(name: str, allowed: Collection, fallback: object = None) -> object:
+    """st.session_state[name] if it is one of `allowed`, else the fallback (URL_STATE's default unless given), with
+    a notice if the link set it. Called before the widget `name` is drawn, so a value that no longer fits (a layer
+    the newly picked checkpoint lacks) never reaches the widget."""
+    if fallback is None:
+        fallback = URL_STATE[name][1]
+    value, message = settled(name, st.session_state.get(name, fallback), allowed, fallback,
+                             name in st.session_state.url_pending)
+    if message:
+        notice(message)
+    st.session_state[name] = value
+    st.session_state.url_pending.discard(name)
+    return value
+
+
+def settle_all(name: str, allowed: Collection) -> list:
+    """settle() for a multi-choice: keeps the allowed values of the list, drops the others."""
+    values = st.session_state.get(name, URL_STATE[name][1])
+    kept = [value for value in values if value in allowed]
+    if len(kept) < len(values) and name in st.session_state.url_pending:
+        notice(f"{len(values) - len(kept)} of the link's `{name}` do not fit this checkpoint and were left out.")
+    st.session_state[name] = kept
+    st.session_state.url_pending.discard(name)
+    return kept
+
+
+def draw(widget: Callable, label: str, name: str, options, fallback: object = None, **kwargs):
+    """Settle `name` against `options`, then draw `widget(label, options, key=name, ...)` and return its value."""
+    settle(name, options, fallback)
+    return widget(label, options, key=name, **kwargs)
+
+
+def sync() -> None:
+    st.query_params.from_dict(url_params(st.session_state))

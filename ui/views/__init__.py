@@ -1,0 +1,20 @@
+"""The view registry: the view picker lists VIEWS in this order. Adding a view = one module exporting VIEW, and
+one line here."""
+from __future__ import annotations
+
+from ui.view import View
+
+from . import ablation, attention, compare, decoding, heads, masks, model, positional, training
+
+VIEWS: list[View] = [
+    attention.VIEW,
+    model.VIEW,
+    compare.VIEW,
+    decoding.VIEW,
+    masks.VIEW,
+    positional.VIEW,
+    heads.VIEW,
+    ablation.VIEW,
+    training.VIEW,
+]
+BY_KEY = {view.key: view for view in VIEWS}

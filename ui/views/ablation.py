@@ -1,0 +1,68 @@
+"""Switch heads off and compare the output and its probabilities with the intact model's."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ui.analysis import KIND_LABELS
+from ui.page import Page
+from ui.state import draw, settle_all
+from ui.view import View
+from ui.widgets import PROBABILITY, head_label
+
+
+def option(kind: str, layer: int, head: int) -> str:
+    """One head as the link writes it: its attention key ('decoder.0.cross'), a colon, the head."""
+    stack, role = kind.split(".")
+    return f"{stack}.{layer}.{role}:{head}"
+
+
+def label(chosen: str) -> str:
+    key, head = chosen.split(":")
+    stack, layer, role = key.split(".")
+    return f"{KIND_LABELS[f'{stack}.{role}']} · {head_label(int(layer), int(head))}"
+
+
+def ablated_heads(chosen: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """((attention key, heads), ...) in a fixed order, as the cached passes take them."""
+    heads: dict[str, list[int]] = {}
+    for item in chosen:
+        key, head = item.split(":")
+        heads.setdefault(key, []).append(int(head))
+    return tuple(sorted((key, tuple(sorted(values))) for key, values in heads.items()))
+
+
+def render(page: Page) -> None:
+    options = [option(kind, layer, head) for kind in page.kinds for layer in range(page.layers(kind))
+               for head in page.heads()]
+    settle_all("ablate", options)
+    columns = st.columns([4, 1], vertical_alignment="bottom")
+    chosen = columns[0].multiselect("Heads to switch off", options, format_func=label, key="ablate",
+                                    persist_state="session", placeholder="Pick heads…")
+    mode = draw(columns[1].segmented_control, "Replace by", "ablation_mode", ("zero", "mean"), required=True,
+                persist_state="session", help="zero: the head's output is 0. mean: its mean over positions.")
+    if not chosen:
+        st.info("Pick heads to switch off: the output and its probabilities appear next to the intact model's.")
+        return
+    ablated = ablated_heads(chosen)
+    intact = page.analysis
+    changed = page.translation(ablated=ablated, mode=mode)
+    # Padding (if any) leaves the real positions alone, so the intact pass's ids serve as they are.
+    after = page.forced(labels=intact.output_ids, ablated=ablated, mode=mode)
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Intact model**")
+        st.code(intact.text, language=None, wrap_lines=True)
+        st.dataframe(pd.DataFrame({"piece": intact.output_tokens, "probability": intact.probs,
+                                   "with heads off": after.label_probs}),
+                     hide_index=True, column_config={"probability": PROBABILITY, "with heads off": PROBABILITY})
+        st.caption("“with heads off”: the probability the ablated model gives the intact output's piece after the "
+                   "same prefix.")
+    with right:
+        st.markdown(f"**{len(chosen)} head(s) switched off** ({mode})")
+        st.code(changed.text, language=None, wrap_lines=True)
+        st.dataframe(pd.DataFrame({"piece": changed.output_tokens, "probability": changed.probs}),
+                     hide_index=True, column_config={"probability": PROBABILITY})
+
+
+VIEW = View("ablation", "Ablation", "Ablation", render)

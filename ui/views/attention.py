@@ -1,0 +1,70 @@
+"""One head (or a layer's mean) as a heatmap with its masks, or its three stages from scores to weights."""
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.view import View
+from ui.widgets import controls, head_label, head_picker, head_title, show_figure
+
+
+def render(page: Page) -> None:
+    kind, layer, head = head_picker(page, allow_average=True)
+    analysis = page.analysis
+    options = controls()
+    show_masks = options.toggle("Mask overlays", key="masks", persist_state="session")
+    stages = options.toggle("Scores → masked → softmax", key="stages", persist_state="session",
+                            help="The three stages of attention side by side.")
+    show_values, own_scale = False, False
+    if not page.lecture:
+        show_values = options.toggle("Numbers in cells", key="values", persist_state="session")
+        own_scale = options.toggle("Own colour scale", key="own_scale", persist_state="session",
+                                   help="On: this head's own range. Off: 0 to 1 for every head, so heads compare at a "
+                                        "glance.")
+    q_tokens, k_tokens = analysis.tokens(kind)
+    blocked = analysis.blocked(kind)
+    weights, scores = analysis.head(kind, layer, head), analysis.head(kind, layer, head, part="scores")
+    title = head_title(kind, layer, head)
+    if stages:
+        fig = viz.stages_figure(scores, blocked, weights, q_tokens, k_tokens, show_masks=show_masks, title=title,
+                                theme=page.theme)
+    else:
+        fig = viz.head_heatmap(weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks,
+                               fixed_scale=not own_scale, show_values=show_values, title=title, theme=page.theme)
+    show_figure(page, fig, f"{kind}-{head_label(layer, head).replace(' ', '-')}", rows=len(q_tokens))
+    st.caption("Rows are queries, columns keys; each row's weights sum to 1 over the keys it may attend to. "
+               + ("Averaged scores are the mean of the heads' scores; the softmax of that mean is not shown."
+                  if head is None and stages else ""))
+    if not page.lecture:
+        export_downloads(page)
+
+
+def export_downloads(page: Page) -> None:
+    """This input's attention (every kind, layer and head, one row per weight) and its input and output."""
+    analysis = page.analysis
+
+    def table():
+        return viz.tidy_frame(*analysis.by_viz_kind())
+
+    decoding = f"beam search, {page.beam_size} beams" if page.beam_size > 1 else "greedy"
+    record = {"checkpoint": page.name, "input": page.text, "decoding": decoding, "output": analysis.text,
+              "source_pieces": list(analysis.src_tokens), "decoder_input_pieces": list(analysis.tgt_tokens),
+              "output_pieces": list(analysis.output_tokens), "probabilities": list(analysis.probs),
+              "warnings": list(analysis.warnings)}
+    columns = st.columns(3)
+    # Built only when clicked (a callable): a table of every weight is big and most reruns never need it.
+    columns[0].download_button("Attention as CSV", lambda: viz.to_csv_bytes(table()), f"{page.name}-attention.csv",
+                               "text/csv", key="download-csv", on_click="ignore",
+                               help="One row per weight of every kind, layer and head of this input.")
+    columns[1].download_button("Attention as Parquet", lambda: viz.to_parquet_bytes(table()),
+                               f"{page.name}-attention.parquet", "application/vnd.apache.parquet",
+                               key="download-parquet", on_click="ignore")
+    columns[2].download_button("Input and output as JSON", json.dumps(record, ensure_ascii=False, indent=1),
+                               f"{page.name}-translation.json", "application/json", key="download-json",
+                               on_click="ignore")
+
+
+VIEW = View("attention", "Attention", "Attention", render)

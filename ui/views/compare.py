@@ -1,0 +1,95 @@
+"""Two heads, two layers, two checkpoints or two training snapshots side by side, and A − B."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import viz
+from ui.analysis import KIND_LABELS, Unavailable
+from ui.page import Page
+from ui.state import FINAL, draw
+from ui.view import View
+from ui.widgets import controls, head_label, head_picker, head_title, show_figure
+
+COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
+               "snapshots": "two snapshots"}
+Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
+
+
+def render(page: Page) -> None:
+    offered = [mode for mode in COMPARISONS if mode != "checkpoints" or page.comparable_checkpoints()]
+    mode = draw(st.segmented_control, "Compare", "compare", offered, format_func=COMPARISONS.get, required=True,
+                persist_state="session")
+    if "checkpoints" not in offered:
+        st.caption("Two checkpoints can be compared when they share a vocabulary (none of the others does).")
+    analysis = page.analysis
+    kind, layer, head = head_picker(page, head=mode != "layers")
+    a = (analysis.head(kind, layer, head), head_label(layer, head))
+    compared = {"heads": other_head, "layers": other_head, "checkpoints": other_checkpoint,
+                "snapshots": two_snapshots}[mode](page, mode, kind, layer, head, a)
+    if compared is None:
+        return
+    (a, label_a), (b, label_b) = compared
+    q_tokens, k_tokens = analysis.tokens(kind)
+    fig = viz.compare_figure(a, b, q_tokens, k_tokens, label_a, label_b, blocked=analysis.blocked(kind),
+                             title=f"{KIND_LABELS[kind]}: A − B (red: A attends more)", theme=page.theme)
+    show_figure(page, fig, f"compare-{mode}", rows=len(q_tokens))
+
+
+def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
+    """B: another layer (mean of its heads) or another head of this analysis."""
+    row = controls()
+    layers = range(page.layers(kind))
+    layer_b = draw(row.segmented_control, "Layer B", "layer_b", layers, min(1, len(layers) - 1), required=True,
+                   persist_state="session")
+    head_b = None
+    if mode == "heads":
+        heads = page.heads()
+        head_b = draw(row.segmented_control, "Head B", "head_b", heads, min(1, len(heads) - 1), required=True,
+                      persist_state="session")
+    return a, (page.analysis.head(kind, layer_b, head_b), head_label(layer_b, head_b))
+
+
+def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | None,
+                     a: Side) -> tuple[Side, Side] | None:
+    """B: the same head of another checkpoint on this very sequence (teacher-forced, so A − B is meaningful)."""
+    others = page.comparable_checkpoints()
+    name_b = draw(st.selectbox, "Checkpoint B", "checkpoint_b", others, others[0], persist_state="session")
+    config = page.config_of(name_b)
+    longest = max(len(page.analysis.src_ids), len(page.analysis.tgt_ids))
+    if layer >= config.layers_of(kind) or (head is not None and head >= config.num_heads):
+        st.info(f"`{name_b}` has no {head_title(kind, layer, head)}: it has {config.layers_of(kind)} layer(s) and "
+                f"{config.num_heads} heads.")
+        return None
+    if longest > config.max_len:
+        st.info(f"`{name_b}` reads at most {config.max_len} tokens, fewer than this sequence has.")
+        return None
+    b = page.forced(checkpoint=name_b).head(kind, layer, head)
+    st.caption(f"B (`{name_b}`) reads the same source and, teacher-forced, the same decoder input as A "
+               f"(`{page.name}`).")
+    return (a[0], f"{page.name} {a[1]}"), (b, f"{name_b} {head_label(layer, head)}")
+
+
+def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None,
+                  a: Side) -> tuple[Side, Side] | None:
+    """The same head at two points of training, both teacher-forced on the final model's sequence."""
+    snapshots = page.snapshots()
+    if len(snapshots) < 2:
+        st.info("This checkpoint's card lists no training snapshots.")
+        return None
+    columns = st.columns(2)
+    sides = ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))
+    chosen = [draw(column.selectbox, f"Snapshot {name[-1].upper()}", name, snapshots, fallback,
+                   format_func=page.snapshot_label, persist_state="session") for column, name, fallback in sides]
+    try:
+        sides = [(page.forced(snapshot=snapshot).head(kind, layer, head), page.snapshot_label(snapshot))
+                 for snapshot in chosen]
+    except Unavailable as error:
+        st.error("This snapshot could not be loaded.")
+        st.code(str(error), language=None)
+        return None
+    st.caption("Both snapshots read the final model's output (teacher forcing), so the cells line up.")
+    return sides[0], sides[1]
+
+
+VIEW = View("compare", "Compare", "Compare", render)

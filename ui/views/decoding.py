@@ -1,0 +1,58 @@
+"""Greedy generation, one token at a time: the step's cross-attention, the causal mask growing, the candidates."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.state import draw, settle
+from ui.view import View
+from ui.widgets import PROBABILITY, controls, show_figure
+
+
+def step_by(delta: int, last: int) -> None:
+    st.session_state.step = min(max(st.session_state.step + delta, 0), last)
+
+
+def render(page: Page) -> None:
+    steps = page.decoding()
+    count = len(steps.prefix_tokens)  # one decoder input piece per step
+    step = settle("step", range(count))
+    if count > 1:
+        row = controls()
+        row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back")
+        row.button("Next ▶", on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next")
+        step = row.slider("Step", 0, count - 1, key="step", persist_state="session")
+    if page.beam_size > 1:
+        st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")
+    # One input, unpadded: cross-attention masks nothing here.
+    # The step's query is the decoder input so far: <s> and the pieces of the earlier steps.
+    fig = viz.decoding_step_figure(steps.cross[:, :, step], list(steps.src_tokens),
+                                   list(steps.prefix_tokens[: step + 1]), step, theme=page.theme)
+    left, right = st.columns([3, 2])
+    with left:
+        show_figure(page, fig, "decoding-step")
+    with right:
+        st.markdown(f"**Step {step}: the {len(steps.top[step])} most likely next pieces**")
+        st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
+                     column_config={"probability": PROBABILITY})
+        st.caption("Greedy decoding takes the first.")
+    row = controls()
+    layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self")), required=True,
+                 persist_state="session")
+    head = draw(row.segmented_control, "Head", "head", page.heads(), required=True, persist_state="session")
+    # The whole grid from the first step, so the figure keeps its size while the causal triangle grows row by row;
+    # rows not generated yet stay blank and their pieces unknown.
+    later = np.arange(count) > step
+    weights = np.where(later[:, None], np.nan, steps.decoder_self[layer, head])
+    labels = list(steps.prefix_tokens[: step + 1]) + ["…"] * (count - step - 1)
+    causal = viz.mask_reasons(count, count, causal=True)[viz.CAUSAL] & ~later[:, None]
+    growing = viz.head_heatmap(weights, labels, labels, blocked={viz.CAUSAL: causal},
+                               title=f"decoder self-attention up to step {step} · layer {layer} · head {head}",
+                               theme=page.theme)
+    show_figure(page, growing, "decoding-causal", rows=count)
+
+
+VIEW = View("decoding", "Decoding", "Decoding", render)

@@ -1,0 +1,44 @@
+"""The masks the model used on this input, for each kind, each explained in one sentence."""
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from ui.analysis import KIND_LABELS
+from ui.page import Page
+from ui.view import View
+from ui.widgets import show_figure
+
+MASK_EXPLANATIONS = {
+    viz.PADDING: "Padding mask: pad tokens only fill a batch up to its longest sentence, so no query may attend "
+                 "to them (their key columns are blocked).",
+    viz.CAUSAL: "Causal mask: the decoder must not see pieces it has not generated yet, so position i may attend "
+                "only to positions 0…i.",
+    viz.PADDED_QUERY: "Padded query (shaded, not masked): a pad position's row is computed like any other, but its "
+                      "output is ignored.",
+    "all reasons": "Combined: the model blocks a cell if any mask blocks it; blocked scores are set to the lowest "
+                   "float before the softmax and their weights to exactly 0, so even a row with every key blocked "
+                   "stays finite.",
+}
+
+
+def render(page: Page) -> None:
+    analysis = page.analysis
+    if not analysis.padded():
+        st.info("A single sentence has no padding. Use **Padding** in the sidebar to append pad tokens to the source "
+                "or decoder input, as batching with a longer sentence would: the padding masks appear, and the "
+                "model's outputs on the real positions do not change.")
+    for sentence in MASK_EXPLANATIONS.values():
+        st.markdown(f"- {sentence}")
+    for kind in analysis.kinds:
+        q_tokens, k_tokens = analysis.tokens(kind)
+        blocked = analysis.blocked(kind)
+        if not blocked:
+            st.markdown(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.")
+            continue
+        fig = viz.mask_figure(blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
+                              theme=page.theme)
+        show_figure(page, fig, f"masks-{kind}", rows=len(q_tokens))
+
+
+VIEW = View("masks", "Masks", "Masks", render)

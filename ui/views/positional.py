@@ -1,0 +1,40 @@
+"""The model's own positional encoding: as a matrix, as curves, or how alike two positions are."""
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.state import draw, settle, settle_all
+from ui.view import View
+from ui.widgets import controls, show_figure
+
+PE_SIDES = {"src": "encoder", "tgt": "decoder"}
+PE_PLOTS = {"heatmap": "positions × dimensions", "curves": "curves by dimension", "similarity": "similarity"}
+
+
+def render(page: Page) -> None:
+    config = page.config
+    row = controls()
+    side = draw(row.segmented_control, "Side", "pe_side", PE_SIDES, required=True, format_func=PE_SIDES.get,
+                persist_state="session")
+    plot = draw(row.segmented_control, "Plot", "pe_plot", PE_PLOTS, required=True, format_func=PE_PLOTS.get,
+                persist_state="session")
+    settle("pe_positions", range(2, config.max_len + 1), min(50, config.max_len))
+    positions = st.slider("Positions shown", 2, config.max_len, key="pe_positions", persist_state="session")
+    pe = page.positional_table(side)[:positions]
+    if plot == "heatmap":
+        fig = viz.pe_heatmap(pe, title=f"{config.positional} positional encoding of the {PE_SIDES[side]}",
+                             theme=page.theme)
+    elif plot == "curves":
+        settle_all("pe_dims", range(config.d_model))
+        dims = st.multiselect("Dimensions", range(config.d_model), key="pe_dims", persist_state="session")
+        fig = viz.pe_curves(pe, dims=dims, theme=page.theme)
+    else:
+        fig = viz.pe_similarity(pe, cosine=True, theme=page.theme)
+    show_figure(page, fig, f"positional-{plot}")
+    st.caption(f"d_model = {config.d_model}, max_len = {config.max_len}. Sinusoidal encodings are fixed; learned "
+               "ones are trained with the model.")
+
+
+VIEW = View("positional", "Positional encoding", "Positions", render, needs_input=False)
