@@ -46,7 +46,8 @@ def pieces_of(model: bytes) -> list[str]:
 
 
 # (shared vocabulary, tie_word_embeddings, heads, encoder layers, decoder layers)
-SHAPES = {"shared": (True, True, 3, 3, 2), "separate": (False, True, 6, 2, 3), "separate-untied": (False, False, 2, 1, 2)}
+SHAPES = {"shared": (True, True, 3, 3, 2), "separate": (False, True, 6, 2, 3),
+          "separate-untied": (False, False, 2, 1, 2)}
 
 
 def make_marian_folder(folder: Path, shape: str) -> None:

@@ -1,4 +1,5 @@
-"""Convert a pretrained model into an Atlas checkpoint folder: python -m transformer.convert marian SRC_FOLDER OUT_FOLDER
+"""Convert a pretrained model into an Atlas checkpoint folder:
+`python -m transformer.convert marian SRC_FOLDER OUT_FOLDER`
 
 SRC_FOLDER is a Hugging Face Marian (opus-mt) folder as `save_pretrained` writes it: config.json, model.safetensors (or
 pytorch_model.bin), source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies),
@@ -30,7 +31,8 @@ from .tokenizer import VocabTokenizer
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
 # Switches of older Marian/BART configs that, when on, mean a layout our model does not compute.
 UNSUPPORTED_SWITCHES = {"normalize_before": "pre-LN layers", "add_final_layer_norm": "a final LayerNorm per stack",
-                        "normalize_embedding": "a LayerNorm on the embeddings", "add_bias_logits": "a logits bias layer"}
+                        "normalize_embedding": "a LayerNorm on the embeddings",
+                        "add_bias_logits": "a logits bias layer"}
 HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "source.spm",
              "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json", "README.md"]
 EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station?", "The children are playing in the "

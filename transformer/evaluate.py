@@ -50,7 +50,8 @@ def translate_texts(
         for row, i in enumerate(chunk):
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
         limit = 2 * width + 10  # outputs are never much longer than inputs: don't let a poor model ramble
-        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(model, src, beam_size, limit, length_penalty)
+        decoded = (greedy(model, src, limit) if beam_size == 1
+                   else beam_search(model, src, beam_size, limit, length_penalty))
         for row, i in enumerate(chunk):
             outputs[i] = tgt_tokenizer.decode(decoded[row].tolist())
     return outputs
@@ -106,7 +107,8 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
     Translation: overall BLEU and chrF over the cases not named "joined", whose scores stand apart in per_case."""
     task = checkpoint.card.task
     predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
-                                  [source for _, source, _ in cases], beam_size=beam_size, length_penalty=length_penalty)
+                                  [source for _, source, _ in cases], beam_size=beam_size,
+                                  length_penalty=length_penalty)
     by_case: dict[str, tuple[list[str], list[str]]] = {}
     for (case, _, target), prediction in zip(cases, predictions):
         by_case.setdefault(case, ([], []))[0].append(prediction)
@@ -149,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", help="corpus path, if not where the card says (translate only)")
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
-    parser.add_argument("--joined", action="store_true", help="translate: also score long inputs of 2-3 joined dev pairs")
+    parser.add_argument("--joined", action="store_true",
+                        help="translate: also score long inputs of 2-3 joined dev pairs")
     parser.add_argument("--show", type=int, default=5, help="print this many errors")
     parser.add_argument("--record", action="store_true", help="write the figures into the checkpoint's card.json")
     args = parser.parse_args(argv)

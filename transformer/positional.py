@@ -47,4 +47,6 @@ class LearnedPositional(nn.Module):
 def make_positional(
     kind: str, max_len: int, d_model: int, layout: str = "interleaved"
 ) -> SinusoidalPositional | LearnedPositional:
-    return SinusoidalPositional(max_len, d_model, layout) if kind == "sinusoidal" else LearnedPositional(max_len, d_model)
+    if kind == "sinusoidal":
+        return SinusoidalPositional(max_len, d_model, layout)
+    return LearnedPositional(max_len, d_model)

@@ -129,7 +129,7 @@ class VocabTokenizer(Tokenizer):
                 vocab = json.loads(self.vocab_path.read_text(encoding="utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise ValueError(f"{self.vocab_path}: not valid JSON ({error})") from None
-        if not isinstance(vocab, dict) or not all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()):
+        if not isinstance(vocab, dict) or not all(type(i) is int for i in vocab.values()):
             raise ValueError(f"{self.vocab_path}: expected a JSON object of piece -> integer id")
         if sorted(vocab.values()) != list(range(len(vocab))):
             raise ValueError(f"{self.vocab_path}: ids must be 0, 1, ... {len(vocab) - 1}, each once")
