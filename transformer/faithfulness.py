@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoints", nargs="*", default=["checkpoints/reverse", "checkpoints/dates",
                                                             "checkpoints/eng-fra"])
-    parser.add_argument("--inputs", type=int, default=36, help="fresh inputs (or dev sentences) per checkpoint")
+    parser.add_argument("--inputs", type=int, default=30, help="fresh inputs (or dev sentences) per checkpoint")
     parser.add_argument("--ig-steps", type=int, default=16, help="integration points of integrated gradients")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data", help="translation corpus, if not where the card says")

@@ -5,6 +5,7 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 (layers, heads, q_len, k_len); masks are `blocked` dicts, reason -> bool (q_len, k_len), True = blocked, built by
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
+from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .attention import compare_figure, decoding_step_figure, head_heatmap, stages_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
@@ -27,4 +28,5 @@ __all__ = [
     "head_statistics", "statistics_scatter",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes",
+    "attribution_figure", "token_attribution_figure", "patching_figure", "logit_lens_figure",
 ]
