@@ -118,3 +118,22 @@ def test_logit_lens_applies_the_final_norm_of_pre_ln_models():
         probs = model(src, tgt).softmax(-1)[0]
     lens = logit_lens(model, src[0].tolist(), tgt[0].tolist(), probs.argmax(-1).tolist())
     assert np.allclose(lens.target_probs[-1], probs.max(-1).values.numpy(), atol=1e-6)
+
+
+def test_patching_attention_weights_takes_the_unfused_path():
+    # Weights patched to 0 leave the block's heads with zero output: the same as ablating them all. If an edit of
+    # hook_pattern did not switch the fused kernel off, the edit would be silently skipped.
+    from transformer import ablate, patch
+
+    model = small_model()
+    src, tgt = random_batch(model.config, [6], [5])
+    with torch.no_grad():
+        with patch(model, {"decoder.layers.0.cross_attn.hook_pattern": torch.zeros_like}):
+            patched = model(src, tgt)
+        with ablate(model, {"decoder.0.cross": [0, 1, 2, 3]}):
+            ablated = model(src, tgt)
+        plain = model(src, tgt)
+    assert torch.allclose(patched, ablated, atol=1e-6) and not torch.allclose(patched, plain)
+    with pytest.raises(KeyError, match="not hook points"):
+        with patch(model, {"decoder.layers.0.nothing": torch.zeros_like}):
+            pass
