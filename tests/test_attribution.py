@@ -10,9 +10,9 @@ from captum.attr import IntegratedGradients
 from conftest import random_batch, small_model
 from transformer import capture, patch
 from transformer.attention import MultiHeadAttention
-from transformer.attribution import (METHODS, _log_prob_rows, attribute, flow, head_value_vectors, input_x_gradient,
-                                     integrated_gradients, mixing_stages, rollout, token_embeddings,
-                                     weighted_value_norms)
+from transformer.attribution import (METHODS, _log_prob_rows, alti_stages, attribute, block_terms, flow,
+                                     head_value_vectors, input_x_gradient, integrated_gradients, mixing_stages,
+                                     rollout, token_contributions, token_embeddings, weighted_value_norms)
 from viz.rollout import decoder_source_rollout, encoder_rollout
 
 
@@ -132,3 +132,50 @@ def test_patch_feeds_embeddings_in_without_changing_a_plain_run():
         with patch(model, {"encoder.hook_embed": lambda _: embeddings + positions}):
             fed = model(src, tgt)
     assert torch.allclose(plain, fed, atol=1e-6)
+
+
+def test_alti_contributions_by_hand():
+    # y = (2, 0). T_0 = (2, 0) is y itself: share ‖y‖₁ - 0 = 2. T_1 = (0, 1): 2 - ‖(2, -1)‖₁ = -1 -> 0.
+    # T_2 = (1, 0): 2 - 1 = 1. Normalised: 2/3, 0, 1/3.
+    shares = token_contributions(torch.tensor([[2.0, 0.0]]), torch.tensor([[[2.0, 0.0], [0.0, 1.0], [1.0, 0.0]]]))
+    assert torch.allclose(shares, torch.tensor([[2 / 3, 0.0, 1 / 3]]))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_alti_block_terms_add_up_to_the_captured_block_output(norm_first):
+    # The split is exact: the terms plus what no token owns (β + γ·(b - mean b)/σ(z) after a LayerNorm, b before
+    # one) rebuild the residual stream the model carries after the block. σ(z) comes from the module's own forward.
+    model = small_model(norm_first=norm_first)
+    src, tgt = random_batch(model.config, [6], [5])  # no padding: the blocks below need no mask
+    record = _record(model, src, tgt)
+    hooks = {name: value[0] for name, value in record.hooks.items()}
+    encoder, decoder = model.encoder.layers[1], model.decoder.layers[1]
+    memory = hooks["encoder.hook_memory"]
+    blocks = [
+        (encoder.attn_residual, encoder.self_attn, hooks["encoder.layers.1.hook_resid_pre"], None,
+         record["encoder.1.self"][0], hooks["encoder.layers.1.hook_resid_mid"]),
+        (decoder.cross_attn_residual, decoder.cross_attn, hooks["decoder.layers.1.hook_resid_mid"], memory,
+         record["decoder.1.cross"][0], hooks["decoder.layers.1.hook_resid_cross"]),
+    ]
+    for residual, attention, x, source, weights, captured in blocks:
+        with torch.no_grad():
+            terms, output = block_terms(residual, attention, x, weights, source)
+            bias = attention.W_o.bias
+            if norm_first:
+                rebuilt = terms.sum(dim=1) + bias
+            else:
+                z = x + attention(x[None], (x if source is None else source)[None])[0]  # (q_len, d_model)
+                sigma = (z.var(dim=-1, unbiased=False, keepdim=True) + residual.norm.eps).sqrt()
+                rebuilt = terms.sum(dim=1) + residual.norm.weight * (bias - bias.mean()) / sigma + residual.norm.bias
+        assert torch.allclose(output, captured, atol=1e-5)
+        assert torch.allclose(rebuilt, captured, atol=1e-5)
+        assert terms.shape[1] == (x.size(0) if source is None else 1 + source.size(0))
+
+
+def test_alti_stages_rows_are_shares():
+    model = small_model()
+    src, tgt = random_batch(model.config, [6], [5])
+    stages = alti_stages(model, _record(model, src, tgt))
+    assert len(stages) == 2 + 2 * 2
+    for stage in stages:
+        assert (stage >= 0).all() and np.allclose(stage.sum(axis=1), 1.0, atol=1e-5)

@@ -16,7 +16,10 @@ decoder position t (teacher-forced on the decoded output). Rows are normalised a
                  (before the positional encoding is added; baseline e = 0 keeps the positions); signed, rows divided
                  by the sum of absolute values. Integrated gradients integrate the gradient along 0 -> e
                  (Gauss-Legendre, as Captum does by default), so a row sums to log p(y_t | e) - log p(y_t | 0).
-ALTI+ (Ferrando et al. 2022) is not implemented: see ALTI_PLUS_NOTE.
+  alti_plus      Ferrando et al. 2022: each attention block (attention + residual + LayerNorm, split linearly per
+                 token) gives token j's vector term T_ij of output y_i; its share is max(0, ‖y_i‖₁ - ‖y_i - T_ij‖₁),
+                 rows normalised; the shares are rolled out over the same joint graph as rollout (the feed-forward
+                 network mixes no tokens). The source block is divided by its row sum.
 """
 from __future__ import annotations
 
@@ -32,18 +35,10 @@ from .capture import capture, patch
 from .model import Transformer
 from .record import AttentionRecord
 
-METHODS = ("attention_last", "attention_mean", "value_norms", "rollout", "flow", "input_x_gradient",
+METHODS = ("attention_last", "attention_mean", "value_norms", "rollout", "flow", "alti_plus", "input_x_gradient",
            "integrated_gradients")
 SIGNED_METHODS = frozenset({"input_x_gradient", "integrated_gradients"})  # may be negative: shown on a diverging scale
-ALTI_PLUS_NOTE = (
-    "ALTI+ is not implemented. It needs, per layer, each input token's vector contribution to every output "
-    "position through attention, the residual connection and the LayerNorm (whose division by the standard "
-    "deviation is shared by all contributions, so it splits linearly), the contributions' L1 distances to the "
-    "layer output as weights, and a rollout of those weights with the cross-attention's source and target blocks "
-    "kept apart. All of it can be read from hook points this library already captures (resid_pre, hook_z, the "
-    "LayerNorm parameters); it would be about 80 lines plus a test against the authors' code (mt-upc/transformer-"
-    "contributions-nmt), which was not available offline."
-)
+
 
 
 @dataclass
@@ -169,6 +164,73 @@ def flow(stages: list[np.ndarray], rows, columns) -> np.ndarray:
     return result / FLOW_RESOLUTION
 
 
+# ----------------------------------------------------------------------------- ALTI+
+
+def token_contributions(output: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
+    """ALTI's share of each term in an output: max(0, ‖y‖₁ - ‖y - T_j‖₁), rows normalised (a term that moves y
+    away from itself counts 0). output (q_len, d_model), terms (q_len, k, d_model) -> (q_len, k)."""
+    closeness = output.abs().sum(dim=-1, keepdim=True) - (output[:, None, :] - terms).abs().sum(dim=-1)
+    shares = closeness.clamp(min=0)
+    return shares / shares.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(shares.dtype).tiny)
+
+
+def block_terms(residual: nn.Module, attention: nn.Module, x: torch.Tensor, weights: torch.Tensor,
+                source: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """One attention block of one sequence split into per-token terms: (terms, output).
+
+    x (q_len, d_model): the residual stream entering the block; weights (heads, q_len, k_len). Self-attention
+    (source None): terms (q_len, q_len, d_model), token i's own term holding the residual x_i as well. Cross-
+    attention: values come from `source` (k_len, d_model) and terms are (q_len, 1 + k_len, d_model), the residual
+    x_i first. Post-LN: LN(z) = Σ_j γ (T_j - mean T_j) / σ(z) + (what no token owns: β and the biases); pre-LN:
+    the sum itself. The output is the block's real output, the terms plus that unowned part."""
+    keys = residual.norm(x) if source is None and residual.norm_first else (x if source is None else source)
+    moved = torch.einsum("hqk,hkd->qkd", weights, head_value_vectors(attention, keys))  # (q_len, k_len, d_model)
+    if source is None:
+        terms = moved.clone()
+        own = torch.arange(x.size(0))
+        terms[own, own] += x  # the residual x_i is token i's
+    else:
+        terms = torch.cat([x[:, None, :], moved], dim=1)
+    total = terms.sum(dim=1) + attention.W_o.bias  # (q_len, d_model): the block's pre-norm sum
+    if residual.norm_first:
+        return terms, total
+    norm = residual.norm
+    scale = (total.var(dim=-1, unbiased=False, keepdim=True) + norm.eps).sqrt()[:, None, :]  # σ(z) per query
+    return norm.weight * (terms - terms.mean(dim=-1, keepdim=True)) / scale, norm(total)
+
+
+def alti_stages(model: Transformer, record: AttentionRecord) -> list[np.ndarray]:
+    """ALTI+'s per-block contribution matrices over [decoder input; source], bottom first, laid out as
+    mixing_stages lays out attention. Needs a capture of all hook points of batch item 0."""
+    hooks = {name: value[0] for name, value in record.hooks.items()}  # batch item 0
+    memory = hooks["encoder.hook_memory"]
+    tgt_len, src_len = hooks["decoder.hook_out"].shape[0], memory.shape[0]
+    source, target = slice(tgt_len, None), slice(0, tgt_len)
+    stages = []
+    with torch.no_grad():
+        for i, layer in enumerate(model.encoder.layers):
+            terms, output = block_terms(layer.attn_residual, layer.self_attn,
+                                        hooks[f"encoder.layers.{i}.hook_resid_pre"], record[f"encoder.{i}.self"][0])
+            stage = np.eye(tgt_len + src_len)
+            stage[source, source] = token_contributions(output, terms).numpy()
+            stages.append(stage)
+        for i, layer in enumerate(model.decoder.layers):
+            terms, output = block_terms(layer.self_attn_residual, layer.self_attn,
+                                        hooks[f"decoder.layers.{i}.hook_resid_pre"], record[f"decoder.{i}.self"][0])
+            stage = np.eye(tgt_len + src_len)
+            stage[target, target] = token_contributions(output, terms).numpy()
+            stages.append(stage)
+            terms, output = block_terms(layer.cross_attn_residual, layer.cross_attn,
+                                        hooks[f"decoder.layers.{i}.hook_resid_mid"], record[f"decoder.{i}.cross"][0],
+                                        memory)
+            shares = token_contributions(output, terms).numpy()  # (tgt_len, 1 + src_len): own residual first
+            stage = np.eye(tgt_len + src_len)
+            stage[target, target] *= shares[:, :1]
+            stage[target, source] = shares[:, 1:]
+            stages.append(stage)
+    return stages
+
+
 # ----------------------------------------------------------------------------- gradients
 
 def _log_prob_rows(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
@@ -238,12 +300,14 @@ def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor,
         "value_norms": normalise_rows(value_norms(model, record)[1][-1]),
         "rollout": normalise_rows(rolled[:, tgt_len:]),
     }
-    prefix = {"rollout": normalise_rows(rolled[:, :tgt_len])}
+    alti = rollout(alti_stages(model, record))[:tgt_len]  # (tgt, tgt + src)
+    methods["alti_plus"] = normalise_rows(alti[:, tgt_len:])
+    prefix = {"rollout": normalise_rows(rolled[:, :tgt_len]), "alti_plus": normalise_rows(alti[:, :tgt_len])}
     if with_flow:
         flowed = flow(stages, range(tgt_len), range(tgt_len + src_len))
         methods["flow"] = normalise_rows(flowed[:, tgt_len:])
         prefix["flow"] = normalise_rows(flowed[:, :tgt_len])
-    return methods, prefix
+    return {name: methods[name] for name in METHODS if name in methods}, prefix
 
 
 def attribute(model: Transformer, src_ids: list[int], tgt_ids: list[int], output_ids: list[int], *,
