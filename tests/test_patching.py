@@ -137,3 +137,17 @@ def test_patching_attention_weights_takes_the_unfused_path():
     with pytest.raises(KeyError, match="not hook points"):
         with patch(model, {"decoder.layers.0.nothing": torch.zeros_like}):
             pass
+
+
+def test_patch_texts_and_lens_pieces_on_a_checkpoint(tiny_checkpoint):
+    from transformer import load_checkpoint
+    from transformer.patching import patch_texts
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    result, translation = patch_texts(checkpoint, "abcd", "abce", position=0)
+    assert result.positions["encoder"].shape == (1, len(translation.src_ids))
+    with pytest.raises(ValueError, match="same number of tokens"):
+        patch_texts(checkpoint, "abcd", "abcde", position=0)
+    lens = logit_lens(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids)
+    pieces = lens.top_pieces(checkpoint.tgt_tokenizer)
+    assert pieces[-1][0][0] == translation.output_tokens[0]

@@ -1,4 +1,4 @@
-"""Which source tokens does each output token come from? Seven answers side by side, for one input.
+"""Which source tokens does each output token come from? Eight answers side by side, for one input.
 
 Every method returns a tidy numpy array (output tokens x source tokens); row t explains the piece predicted at
 decoder position t (teacher-forced on the decoded output). Rows are normalised as the method defines:
@@ -11,15 +11,16 @@ decoder position t (teacher-forced on the decoded output). Rows are normalised a
                  (0.5·A + 0.5·I); the source block is divided by its row sum (the rest belongs to the decoder prefix).
   flow           the same graph as rollout, each weight a capacity; entry (t, j) is the maximum flow from output t
                  to source token j (scipy's max-flow); rows divided by their sum.
-  input_x_gradient, integrated_gradients
-                 e_j · ∂ log p(y_t)/∂e_j summed over the embedding dimensions, e_j = source token j's embedding
-                 (before the positional encoding is added; baseline e = 0 keeps the positions); signed, rows divided
-                 by the sum of absolute values. Integrated gradients integrate the gradient along 0 -> e
-                 (Gauss-Legendre, as Captum does by default), so a row sums to log p(y_t | e) - log p(y_t | 0).
   alti_plus      Ferrando et al. 2022: each attention block (attention + residual + LayerNorm, split linearly per
                  token) gives token j's vector term T_ij of output y_i; its share is max(0, ‖y_i‖₁ - ‖y_i - T_ij‖₁),
                  rows normalised; the shares are rolled out over the same joint graph as rollout (the feed-forward
                  network mixes no tokens). The source block is divided by its row sum.
+  input_x_gradient, integrated_gradients
+                 e_j · ∂ log p(y_t)/∂e_j summed over the embedding dimensions, e_j = source token j's embedding
+                 (before the positional encoding is added; baseline e = 0 keeps the positions); signed, rows divided
+                 by the sum of absolute values. Integrated gradients integrate the gradient along 0 -> e
+                 (Gauss-Legendre, as Captum does by default), so before normalising a row sums to
+                 log p(y_t | e) - log p(y_t | 0).
 """
 from __future__ import annotations
 
@@ -37,7 +38,6 @@ from .record import AttentionRecord
 
 METHODS = ("attention_last", "attention_mean", "value_norms", "rollout", "flow", "alti_plus", "input_x_gradient",
            "integrated_gradients")
-SIGNED_METHODS = frozenset({"input_x_gradient", "integrated_gradients"})  # may be negative: shown on a diverging scale
 
 
 

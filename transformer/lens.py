@@ -26,6 +26,10 @@ class LogitLens:
     top_probs: np.ndarray  # (stages, tgt_len, top_k)
     target_probs: np.ndarray  # (stages, tgt_len) probability of the piece the model finally predicts there
 
+    def top_pieces(self, tokenizer) -> list[list[list[str]]]:
+        """top_ids as pieces of `tokenizer` (the checkpoint's target tokenizer): [stage][position][rank]."""
+        return [[tokenizer.pieces(ids) for ids in stage] for stage in self.top_ids]
+
 
 @torch.no_grad()
 def logit_lens(model: Transformer, src_ids: list[int], tgt_ids: list[int], output_ids: list[int],

@@ -108,3 +108,15 @@ def activation_patching(model: Transformer, clean_src: list[int], corrupted_src:
     for (table, _, row, column), effect in zip(components, effects):
         (heads if table in heads else positions)[table][row, column] = effect
     return PatchingResult(heads, positions, float(clean_log_prob), corrupted_log_prob)
+
+
+def patch_texts(checkpoint, clean: str, corrupted: str, position: int, batch_size: int = 64):
+    """(PatchingResult, the clean Translation): `clean` is translated greedily, both runs read its decoder input,
+    and the measured token at decoder `position` is the clean output's piece there. ValueError (a message for the
+    user) if the two texts do not have the same number of source tokens."""
+    translation = checkpoint.translate(clean)
+    if not 0 <= position < len(translation.output_ids):
+        raise ValueError(f"position {position} is outside the output (0..{len(translation.output_ids) - 1})")
+    result = activation_patching(checkpoint.model, translation.src_ids, checkpoint.encode(corrupted),
+                                 translation.tgt_ids, position, translation.output_ids[position], batch_size)
+    return result, translation
