@@ -122,7 +122,8 @@ def chunk_table(checkpoint: Checkpoint, first_sentence: int, pairs: Sequence[tup
     return pa.table(columns, schema=SCHEMA)
 
 
-def corpus_pairs(checkpoint: Checkpoint, count: int | None = None, data: str | None = None) -> Iterator[tuple[str, str]]:
+def corpus_pairs(checkpoint: Checkpoint, count: int | None = None,
+                 data: str | None = None) -> Iterator[tuple[str, str]]:
     """A translation checkpoint's dev split, streamed from the corpus file (the first `count` pairs, if given); for
     a synthetic task, `count` fresh (input, output) pairs (default 1,000)."""
     training = checkpoint.card.training

@@ -143,7 +143,8 @@ def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16, data: s
                                                translation.output_ids, methods, k, rng).items():
                 drops[k].setdefault(name, []).extend(values)
     alignment = {name: hit / counted for name, (hit, counted) in hits.items() if counted}
-    deletion = {k: {name: float(np.mean(values)) for name, values in by_method.items()} for k, by_method in drops.items()}
+    deletion = {k: {name: float(np.mean(values)) for name, values in by_method.items()}
+                for k, by_method in drops.items()}
     return {"alignment": alignment, "deletion": deletion, "inputs": len(inputs)}
 
 

@@ -23,8 +23,11 @@ from .capture import capture, patch
 from .model import Transformer
 
 STACKS = ("encoder", "decoder")
-HEAD_KINDS = {"encoder.self": "encoder.layers.{}.self_attn.hook_z", "decoder.self": "decoder.layers.{}.self_attn.hook_z",
-              "decoder.cross": "decoder.layers.{}.cross_attn.hook_z"}
+HEAD_KINDS = {
+    "encoder.self": "encoder.layers.{}.self_attn.hook_z",
+    "decoder.self": "decoder.layers.{}.self_attn.hook_z",
+    "decoder.cross": "decoder.layers.{}.cross_attn.hook_z",
+}
 
 
 @dataclass

@@ -54,7 +54,8 @@ def attribution_figure(methods, output_tokens, src_tokens, *, title="Attribution
     line = _line_px(theme)
     panel_height = max(MIN_PANEL_PX, line * len(output_tokens) / 0.8)
     panel_width = max(MIN_PANEL_PX, line * len(src_tokens) / 0.8)
-    fig.update_layout(height=int(rows * (panel_height + 3 * line) + 160), width=int(cols * (panel_width + 5 * line) + 250))
+    fig.update_layout(height=int(rows * (panel_height + 3 * line) + 160),
+                      width=int(cols * (panel_width + 5 * line) + 250))
     return apply_theme(fig, theme, title)
 
 
