@@ -179,3 +179,17 @@ def test_alti_stages_rows_are_shares():
     assert len(stages) == 2 + 2 * 2
     for stage in stages:
         assert (stage >= 0).all() and np.allclose(stage.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_explain_a_checkpoint_gives_labelled_arrays(tiny_checkpoint):
+    from transformer import load_checkpoint
+    from transformer.attribution import explain
+
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    result = explain(checkpoint, "abc", ig_steps=4)
+    shape = (len(result.output_tokens), len(result.src_tokens))
+    assert all(matrix.shape == shape for matrix in result.methods.values())
+    assert result.heads["value_norms"].shape == (checkpoint.config.num_decoder_layers, checkpoint.config.num_heads,
+                                                 *shape)
+    assert np.allclose(result.heads["attention"][-1].mean(axis=0), result.methods["attention_last"], atol=1e-6)
+    assert result.prefix["alti_plus"].shape == (shape[0], len(result.tgt_tokens))

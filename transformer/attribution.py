@@ -46,7 +46,8 @@ class Attribution:
     """Every method's (output tokens x source tokens) array for one input, with the labels to draw them."""
 
     methods: dict[str, np.ndarray]  # method name -> (tgt_len, src_len), rows normalised as in the module docstring
-    prefix: dict[str, np.ndarray]  # rollout / flow onto the decoder input: (tgt_len, tgt_len)
+    prefix: dict[str, np.ndarray]  # rollout / flow / alti_plus onto the decoder input: (tgt_len, tgt_len)
+    heads: dict[str, np.ndarray]  # "attention", "value_norms" -> (layers, heads, tgt_len, src_len), unnormalised
     src_tokens: list[str]
     tgt_tokens: list[str]  # decoder input pieces (<s> first)
     output_tokens: list[str]  # the piece each row predicts
@@ -324,9 +325,19 @@ def attribute(model: Transformer, src_ids: list[int], tgt_ids: list[int], output
     return methods, prefix
 
 
+@torch.no_grad()
+def per_head(model: Transformer, src_ids: list[int], tgt_ids: list[int]) -> dict[str, np.ndarray]:
+    """Cross-attention weights and value norms ‖α^h f^h(x)‖ of every head: (layers, heads, tgt_len, src_len) each."""
+    with capture(model) as record:
+        model(torch.tensor([src_ids]), torch.tensor([tgt_ids]))
+    return {"attention": cross_attention(record), "value_norms": value_norms(model, record)[0]}
+
+
 def explain(checkpoint, text: str, *, with_flow: bool = True, ig_steps: int = 32) -> Attribution:
     """Translate `text` with a loaded Checkpoint (greedy) and attribute every output piece by every method."""
     translation = checkpoint.translate(text)
     methods, prefix = attribute(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids,
                                 with_flow=with_flow, ig_steps=ig_steps)
-    return Attribution(methods, prefix, translation.src_tokens, translation.tgt_tokens, translation.output_tokens)
+    heads = per_head(checkpoint.model, translation.src_ids, translation.tgt_ids)
+    return Attribution(methods, prefix, heads, translation.src_tokens, translation.tgt_tokens,
+                       translation.output_tokens)
