@@ -1,5 +1,5 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
-from .capture import ablate, capture
+from .capture import ablate, capture, patch
 from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, Translation, checkpoint_folders,
                          checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
 from .config import TransformerConfig
@@ -31,6 +31,7 @@ __all__ = [
     "TransformerConfig",
     "ablate",
     "capture",
+    "patch",
     "causal_mask",
     "decoder_mask",
     "hook_points",

@@ -49,8 +49,8 @@ def scaled_dot_product(
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with the paper's W_q, W_k, W_v, W_o projections.
 
-    Uses the fused `F.scaled_dot_product_attention` unless the current call captures this module's scores, mask or
-    pattern; then it runs `scaled_dot_product` above, which gives the same output (within float rounding).
+    Uses the fused `F.scaled_dot_product_attention` unless the current call captures or edits this module's scores,
+    mask or pattern; then it runs `scaled_dot_product` above, which gives the same output (within float rounding).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float) -> None:

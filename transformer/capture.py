@@ -1,4 +1,5 @@
-"""The public, per-call ways to look inside a model: `capture` records hook points, `ablate` removes heads."""
+"""The public, per-call ways to look inside a model: `capture` records hook points, `ablate` removes heads, `patch`
+replaces what any hook point carries (activation patching, embeddings fed in from outside)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -7,7 +8,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .hooks import Capture, NameFilter, attention_path, extend_call, hook_points, select_hook_points
+from .hooks import Capture, Edit, NameFilter, attention_path, extend_call, hook_points, select_hook_points
 from .record import AttentionRecord
 
 ABLATION_MODES = ("zero", "mean")
@@ -85,4 +86,17 @@ def ablate(model: nn.Module, heads: Mapping[str, Sequence[int]], mode: str = "ze
         if head_list:
             edits.append((points[name], _ablation(head_list, mode)))
     with extend_call(edits=tuple(edits)):
+        yield
+
+
+@contextmanager
+def patch(model: nn.Module, edits: Mapping[str, Edit]) -> Iterator[None]:
+    """Replace what hook points carry during the block: {hook name: function of the tensor it carries -> the tensor
+    to carry on instead}, e.g. {"encoder.layers.0.hook_resid_pre": lambda x: clean_resid} runs the model on another
+    run's residual stream. Per call, like `capture` and `ablate`; nestable with both (edits apply in order)."""
+    points = hook_points(model)
+    unknown = [name for name in edits if name not in points]
+    if unknown:
+        raise KeyError(f"{unknown} are not hook points of this model; names look like {next(iter(points))!r}")
+    with extend_call(edits=tuple((points[name], edit) for name, edit in edits.items())):
         yield

@@ -11,7 +11,8 @@ import hashlib
 import random
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import zip_longest
 from pathlib import Path
 from typing import TextIO
 
@@ -51,29 +52,48 @@ def _open_text(path: str | Path) -> TextIO:
     return open(path, encoding="utf-8-sig", newline="\n")
 
 
-def _read_lines(path: str | Path) -> list[str]:
+def _lines(path: str | Path) -> Iterator[str]:
     with _open_text(path) as f:
-        return [line.rstrip("\r\n") for line in f]
+        for line in f:
+            yield line.rstrip("\r\n")
 
 
-def read_parallel(source: str | Path, target: str | Path | None = None) -> list[tuple[str, str]]:
-    """Normalised (source, target) sentence pairs, pairs with an empty side dropped.
+def iter_parallel(source: str | Path, target: str | Path | None = None) -> Iterator[tuple[str, str]]:
+    """Normalised (source, target) sentence pairs, read one line at a time (memory does not grow with the
+    corpus); pairs with an empty side dropped.
 
     With `target` None, `source` is a TSV file of `source<TAB>target` lines (further columns are
     ignored, lines without a tab skipped). Otherwise `source` and `target` are two line-aligned
-    files, which must have the same number of lines. Any of these files may be gzipped (.gz).
+    files, which must have the same number of lines (ValueError once the shorter one ends). Any of
+    these files may be gzipped (.gz).
     """
     if target is None:
-        columns = (line.split("\t") for line in _read_lines(source))
-        raw_pairs = [(cols[0], cols[1]) for cols in columns if len(cols) >= 2]
+        columns = (line.split("\t") for line in _lines(source))
+        raw_pairs = ((cols[0], cols[1]) for cols in columns if len(cols) >= 2)
     else:
-        source_lines, target_lines = _read_lines(source), _read_lines(target)
-        if len(source_lines) != len(target_lines):
-            raise ValueError(f"line counts differ: {source} has {len(source_lines)} lines, "
-                             f"{target} has {len(target_lines)}")
-        raw_pairs = list(zip(source_lines, target_lines))
-    pairs = [(normalize(s), normalize(t)) for s, t in raw_pairs]
-    return [(s, t) for s, t in pairs if s and t]
+        raw_pairs = _aligned_lines(source, target)
+    for s, t in raw_pairs:
+        s, t = normalize(s), normalize(t)
+        if s and t:
+            yield s, t
+
+
+def _aligned_lines(source: str | Path, target: str | Path) -> Iterator[tuple[str, str]]:
+    for pair in zip_longest(_lines(source), _lines(target)):
+        if None in pair:
+            counted = [sum(1 for _ in _lines(path)) for path in (source, target)]
+            raise ValueError(f"line counts differ: {source} has {counted[0]} lines, {target} has {counted[1]}")
+        yield pair
+
+
+def read_parallel(source: str | Path, target: str | Path | None = None) -> list[tuple[str, str]]:
+    """All pairs of `iter_parallel` as a list (so a two-file corpus of unequal line counts raises before use)."""
+    return list(iter_parallel(source, target))
+
+
+def in_dev(source: str, dev_fraction: float, seed: int) -> bool:
+    """Whether a pair with this source sentence belongs to the dev split (see split_dev)."""
+    return _dev_score(source, seed) < dev_fraction
 
 
 def _dev_score(source: str, seed: int) -> float:
@@ -96,7 +116,7 @@ def split_dev(
         raise ValueError(f"dev_fraction must be in [0, 1], got {dev_fraction}")
     train, dev = [], []
     for pair in pairs:
-        (dev if _dev_score(pair[0], seed) < dev_fraction else train).append(pair)
+        (dev if in_dev(pair[0], dev_fraction, seed) else train).append(pair)
     return train, dev
 
 

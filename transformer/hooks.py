@@ -53,7 +53,8 @@ class CallState:
     edits: tuple[tuple[HookPoint, Edit], ...] = ()
 
     def wants(self, point: HookPoint) -> bool:
-        return any(point in capture.points for capture in self.captures)
+        """Whether this call records or edits `point` (an attention module then computes its weights itself)."""
+        return any(point in capture.points for capture in self.captures) or any(t is point for t, _ in self.edits)
 
     def visit(self, point: HookPoint, x: torch.Tensor) -> torch.Tensor:
         for target, edit in self.edits:
@@ -81,7 +82,8 @@ def extend_call(*, captures: tuple[Capture, ...] = (),
 
 
 def is_watched(*points: HookPoint) -> bool:
-    """True if the current call captures any of these points (the attention module then skips the fused path)."""
+    """True if the current call captures or edits any of these points (the attention module then skips the fused
+    path, which never shows its scores or weights)."""
     call = _current_call.get()
     return call is not None and any(call.wants(point) for point in points)
 

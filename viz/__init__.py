@@ -6,6 +6,7 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
 from .attention import compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure
+from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import model_view
@@ -30,4 +31,5 @@ __all__ = [
     "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes",
+    "attribution_figure", "token_attribution_figure", "patching_figure", "logit_lens_figure",
 ]

@@ -1,0 +1,68 @@
+"""Attribution, patching and logit-lens figures: every token labelled (escaped), values as given, sizes that grow."""
+import numpy as np
+import pytest
+
+from viz.attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
+
+SRC = ["<b>", "a", "a", "</s>"]  # a duplicated token and markup that must show literally
+OUT = ["x", "y", "</s>"]
+
+
+def _methods():
+    rng = np.random.default_rng(0)
+    shares = rng.random((3, 4))
+    return {"attention": shares / shares.sum(1, keepdims=True), "gradient": rng.normal(size=(3, 4))}
+
+
+def test_attribution_panels_label_every_token_and_keep_values_up_to_the_peak():
+    methods = _methods()
+    fig = attribution_figure(methods, OUT, SRC)
+    heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]
+    assert len(heatmaps) == 2
+    for trace, (name, matrix) in zip(heatmaps, methods.items()):
+        assert np.allclose(np.asarray(trace.z) * np.abs(matrix).max(), matrix)
+    assert heatmaps[0].coloraxis == "coloraxis" and heatmaps[1].coloraxis == "coloraxis2"  # signed: diverging
+    assert fig.layout.xaxis.ticktext == ("&lt;b&gt;", "a", "a", "&lt;/s&gt;")
+    assert fig.layout.xaxis.tickvals == (0, 1, 2, 3)
+    assert fig.layout.yaxis.ticktext == ("x", "y", "&lt;/s&gt;")
+
+
+def test_attribution_figure_grows_with_tokens_and_refuses_wrong_shapes():
+    small = attribution_figure(_methods(), OUT, SRC)
+    many = [f"t{i}" for i in range(60)]
+    big = attribution_figure({"attention": np.full((60, 60), 1 / 60)}, many, many)
+    assert big.layout.height > small.layout.height and big.layout.height / 60 >= 1.5 * 12  # a line per label
+    with pytest.raises(ValueError):
+        attribution_figure({"attention": np.zeros((2, 4))}, OUT, SRC)
+
+
+def test_token_attribution_rows_are_methods_scaled_to_their_peak():
+    methods = _methods()
+    fig = token_attribution_figure(methods, SRC, row=1, output_token="y")
+    z = np.asarray(fig.data[0].z)
+    assert z.shape == (2, 4)
+    for values, matrix in zip(z, methods.values()):
+        assert np.allclose(values, matrix[1] / np.abs(matrix[1]).max())
+    assert fig.layout.yaxis.ticktext == ("attention", "gradient")
+
+
+def test_patching_figure_has_a_panel_per_kind_and_stack_on_one_centred_scale():
+    heads = {"encoder.self": np.array([[0.5, -2.0]]), "decoder.cross": np.array([[1.0, 0.0]])}
+    positions = {"encoder": np.array([[0.0, 3.0, 0.0, 0.0]]), "decoder": np.array([[0.0, 0.0, 0.0]])}
+    fig = patching_figure(heads, positions, {"encoder": SRC, "decoder": OUT})
+    heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]
+    assert len(heatmaps) == 4
+    assert fig.layout.coloraxis.cmin == -3.0 and fig.layout.coloraxis.cmax == 3.0
+    assert fig.layout.xaxis3.ticktext == ("&lt;b&gt;", "a", "a", "&lt;/s&gt;")  # row 2: encoder positions
+    assert fig.layout.xaxis4.ticktext == ("x", "y", "&lt;/s&gt;")  # decoder positions
+
+
+def test_logit_lens_writes_escaped_pieces_in_cells():
+    pieces = np.array([[["<s>", "a"], ["b", "c"]], [["d", "e"], ["</s>", "f"]]], dtype=object)
+    probs = np.array([[[0.6, 0.1], [0.5, 0.2]], [[0.9, 0.05], [0.7, 0.1]]])
+    fig = logit_lens_figure(["L0 self", "L0 cross"], ["<s>", "x"], pieces, probs)
+    assert np.allclose(fig.data[0].z, probs[:, :, 0])
+    assert fig.data[0].text[0][0] == "&lt;s&gt;" and fig.data[0].text[1][1] == "&lt;/s&gt;"
+    assert "e: 0.050" in fig.data[0].customdata[1][0]
+    with pytest.raises(ValueError):
+        logit_lens_figure(["L0 self"], ["<s>", "x"], pieces, probs)
