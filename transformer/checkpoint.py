@@ -19,6 +19,7 @@ from .capture import capture
 from .config import TransformerConfig
 from .data import normalize, source_ids, target_ids
 from .decoding import beam_search, greedy
+from .device import atlas_device, model_device
 from .model import Transformer
 from .record import AttentionRecord
 from .tokenizer import UNK_ID, Tokenizer
@@ -115,7 +116,7 @@ def build_model(config: TransformerConfig, state: dict[str, torch.Tensor], sourc
     except RuntimeError as error:
         first_line = str(error).splitlines()[1:2] or [str(error)]
         raise CheckpointError(f"{source} does not match {CONFIG_FILE}: {first_line[0].strip()}") from None
-    return model.eval()
+    return model.eval().to(atlas_device())
 
 
 class Checkpoint:
@@ -206,12 +207,12 @@ class Checkpoint:
         unknown = ids.count(UNK_ID)
         if unknown:
             warnings.append(f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
-        src = torch.tensor([ids])
+        src = torch.tensor([ids], device=model_device(model))
         decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len)
         sequence = [int(i) for i in decoded[0] if i != self.config.pad_id]
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
-            probs = model(src, torch.tensor([decoder_input])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)
+            probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
         generated = sequence[1:]
         src_pieces = self.src_tokenizer.pieces(ids)
         return Translation(
@@ -221,7 +222,7 @@ class Checkpoint:
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,
             probs=[float(probs[i, token]) for i, token in enumerate(generated)],
-            attention=record,
+            attention=record.cpu(),
             src_ids=ids,
             tgt_ids=decoder_input,
             warnings=warnings,

@@ -118,7 +118,7 @@ class Transformer(nn.Module):
     def positional_table(self, side: str = "src") -> torch.Tensor:
         """The positional encoding (max_len, d_model) the encoder ('src') or decoder ('tgt') adds."""
         stack = {"src": self.encoder, "tgt": self.decoder}[side]
-        return stack.embed.positional.table().detach()
+        return stack.embed.positional.table().detach().cpu()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
