@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from conftest import PAD, random_batch, small_config, small_model
-from transformer import Transformer, TransformerConfig
+from transformer import Transformer, TransformerConfig, decoder_mask
 
 
 def torch_reference(model: Transformer) -> nn.Transformer:
@@ -119,3 +119,13 @@ def test_config_validation_and_json_round_trip(tmp_path):
         small_config(positional="rotary")
     with pytest.raises(ValueError, match="unknown config field"):
         TransformerConfig.from_dict({**config.__dict__, "colour": "red"})
+
+
+def test_decoder_mask_rows_of_the_last_tokens():
+    # Incremental decoding builds only its new queries' rows: they must be the full mask's last rows, i.e. PyTorch's
+    # square subsequent mask (True = blocked there) inverted, with the padding key blocked.
+    tgt = torch.tensor([[2, 5, 6, 0, 7]])  # a padding id in the middle blocks that key for every query
+    allowed = ~nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.bool) & (tgt != 0)[:, None, :]
+    for last in (1, 2, 5):
+        torch.testing.assert_close(decoder_mask(tgt, 0, last=last), allowed[:, None, -last:], atol=0, rtol=0)
+    torch.testing.assert_close(decoder_mask(tgt, 0), allowed[:, None])

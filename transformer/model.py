@@ -108,7 +108,7 @@ class Transformer(nn.Module):
         if cache is None:
             tgt_mask = decoder_mask(tgt, pad)
         else:
-            tgt_mask = decoder_mask(cache.append(tgt), pad)[:, :, -tgt.size(1):]  # (batch, 1, new_len, all_len)
+            tgt_mask = decoder_mask(cache.append(tgt), pad, last=tgt.size(1))  # (batch, 1, new_len, all_len)
         return self.generator(self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
