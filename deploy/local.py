@@ -29,6 +29,7 @@ from benchmarks.server import ROOT, STARTUP_S, ServerError, free_port, streamlit
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 MIME_TYPES = Path("/etc/nginx/mime.types")
+STREAMLIT_STATIC = Path(streamlit.__file__).parent / "static"  # index.html, and static/ with the scripts
 COMPRESSIBLE = {".js", ".css", ".html", ".json", ".svg", ".txt", ".map", ".ttf"}  # woff2 and images are compressed
 STOP_S = 10
 
@@ -41,10 +42,10 @@ class Deployment:
     nginx_pid: int
 
 
-def compressed_static(out: Path) -> Path:
+def compressed_static(out: Path, source: Path = STREAMLIT_STATIC) -> Path:
     """A copy of Streamlit's static files in `out` with a `.gz` (level 9) next to each that compresses, for nginx's
     gzip_static; returns `out`. Seconds of CPU once, instead of compressing 11 MB for every new browser."""
-    shutil.copytree(Path(streamlit.__file__).parent / "static", out, dirs_exist_ok=True)
+    shutil.copytree(source, out, dirs_exist_ok=True)
     for path in out.rglob("*"):
         if path.suffix in COMPRESSIBLE and path.is_file():
             path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
@@ -80,42 +81,50 @@ def wait_until_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
 
 
 @contextlib.contextmanager
+def nginx_proxy(app_ports: list[int], prefix: Path, static_root: Path,
+                listen: str | None = None) -> Iterator[tuple[str, int]]:
+    """(URL, pid) of nginx in front of the apps on 127.0.0.1:`app_ports`, listening on `listen` (127.0.0.1 and a
+    free port if None); its config, logs and temporary files in `prefix`. Stopped on exit."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        raise ServerError("no nginx binary (Debian: apt-get install nginx)")
+    prefix.mkdir(parents=True, exist_ok=True)
+    listen = listen or f"127.0.0.1:{free_port()}"
+    config = prefix / "nginx.conf"
+    config.write_text(nginx_config(app_ports, listen, prefix, static_root))
+    log = prefix / "stderr.log"
+    with open(log, "w") as output:
+        proxy = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(config), "-g", "daemon off;"],
+                                 stdout=output, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://{listen.replace('0.0.0.0', '127.0.0.1')}/"
+        wait_until_healthy(url, proxy, log)
+        yield url, proxy.pid
+    finally:
+        proxy.terminate()
+        try:
+            proxy.wait(timeout=STOP_S)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            proxy.wait(timeout=STOP_S)
+
+
+@contextlib.contextmanager
 def proxied_app(processes: int, checkpoints: Path | str, workdir: Path, listen: str | None = None,
                 threads: int = 1) -> Iterator[Deployment]:
     """`processes` app processes behind nginx listening on `listen` (127.0.0.1 and a free port if None); stopped
     on exit. Logs and the generated nginx.conf go to `workdir`."""
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        raise ServerError("no nginx binary (Debian: apt-get install nginx)")
     # One cookie secret for all processes: the XSRF cookie one process sets is then valid in every other.
     env = {"STREAMLIT_SERVER_COOKIE_SECRET": secrets.token_hex(16)}
     with contextlib.ExitStack() as stack:
         apps = [stack.enter_context(streamlit_server(checkpoints, workdir / f"streamlit-{i}.log", threads, env))
                 for i in range(processes)]
-        prefix = workdir / "nginx"
-        prefix.mkdir(parents=True, exist_ok=True)
-        listen = listen or f"127.0.0.1:{free_port()}"
-        config = prefix / "nginx.conf"
         # Its own folder, readable by all: nginx started as root reads files as an unprivileged worker.
         static = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="atlas-static-")))
         static.chmod(0o755)
-        config.write_text(nginx_config([int(url.rsplit(":", 1)[1].strip("/")) for url, _ in apps], listen, prefix,
-                                       compressed_static(static)))
-        log = prefix / "stderr.log"
-        with open(log, "w") as output:
-            proxy = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(config), "-g", "daemon off;"],
-                                     stdout=output, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://{listen.replace('0.0.0.0', '127.0.0.1')}/"
-            wait_until_healthy(url, proxy, log)
-            yield Deployment(url, [app_url for app_url, _ in apps], [process.pid for _, process in apps], proxy.pid)
-        finally:
-            proxy.terminate()
-            try:
-                proxy.wait(timeout=STOP_S)
-            except subprocess.TimeoutExpired:
-                proxy.kill()
-                proxy.wait(timeout=STOP_S)
+        ports = [int(app_url.rsplit(":", 1)[1].strip("/")) for app_url, _ in apps]
+        url, nginx_pid = stack.enter_context(nginx_proxy(ports, workdir / "nginx", compressed_static(static), listen))
+        yield Deployment(url, [app_url for app_url, _ in apps], [process.pid for _, process in apps], nginx_pid)
 
 
 def main(argv: list[str] | None = None) -> int:
