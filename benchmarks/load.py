@@ -429,16 +429,16 @@ def first_page_bytes(url: str) -> int | None:
 
 
 @contextlib.contextmanager
-def serving(checkpoints_dir: Path, processes: int | None, workdir: Path) -> Iterator[tuple[str, list[str], list[int]]]:
-    """(the URL clients open, each app process's own URL, their pids): one `streamlit run` if processes is None,
-    else that many behind nginx (deploy/local.py)."""
+def serving(checkpoints_dir: Path, processes: int | None, log: Path) -> Iterator[tuple[str, list[str], list[int]]]:
+    """(the URL clients open, each app process's own URL, their pids): one `streamlit run` logging to `log` if
+    processes is None, else that many behind nginx (deploy/local.py), logging next to `log`."""
     if processes is None:
-        with streamlit_server(checkpoints_dir, workdir / "streamlit.log") as (url, process):
+        with streamlit_server(checkpoints_dir, log) as (url, process):
             yield url, [url], [process.pid]
     else:
         from deploy.local import proxied_app
 
-        with proxied_app(processes, checkpoints_dir, workdir) as deployment:
+        with proxied_app(processes, checkpoints_dir, log.parent) as deployment:
             yield deployment.url, deployment.app_urls, deployment.app_pids
 
 
@@ -449,14 +449,13 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     nginx), and load it with `sessions` concurrent clients on `checkpoint_name` for `seconds` (each interaction
     bounded by `timeout_s`; a pause of think_s on average between two). lecture: every client opens the same link
     and clicks heads, layers and views (LectureClient) in one session. log: where the server's output goes (a
-    temporary file if None; behind the proxy, its folder holds every process's log)."""
+    temporary file if None; behind the proxy, every process logs into its folder)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
     if lecture:
         interactions_per_session = 10**6  # one session each, until the time is up
     with tempfile.TemporaryDirectory() as scratch:
-        workdir = Path(log).parent if log else Path(scratch)
-        with serving(checkpoints_dir, processes, workdir) as (url, app_urls, pids):
+        with serving(checkpoints_dir, processes, Path(log or Path(scratch) / "streamlit.log")) as (url, app_urls, pids):
             measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, sessions=sessions,
                                         seconds=seconds, seed=seed, timeout_s=timeout_s, think_s=think_s,
                                         interactions_per_session=interactions_per_session, lecture=lecture))
@@ -492,7 +491,8 @@ def run_churn(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int =
     each (the target: after all of them at most 1.5x after the first 10)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
-    with tempfile.TemporaryDirectory() as scratch, serving(checkpoints_dir, None, Path(scratch)) as (url, _, pids):
+    with tempfile.TemporaryDirectory() as scratch, \
+            serving(checkpoints_dir, None, Path(scratch) / "streamlit.log") as (url, _, pids):
         before = rss_mb(pids)
         after = asyncio.run(churn(url, pids, checkpoint_name, tally, sessions=sessions, seed=seed,
                                   timeout_s=timeout_s))
