@@ -15,8 +15,7 @@ BLUES_LOW, BLUES_HIGH = (247, 251, 255), (8, 48, 107)  # the ends of Plotly's "B
 
 
 def read_png(data: bytes) -> np.ndarray:
-    """Decode a palette PNG by the spec (filter type 0 only) into an RGB array (height, width, 3). Small palettes
-    may be stored with 1, 2 or 4 bits per pixel, packed most significant bits first."""
+    """Decode an 8-bit palette PNG by the spec (filter type 0 only) into an RGB array (height, width, 3)."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     chunks, position = {}, 8
     while position < len(data):
@@ -26,14 +25,11 @@ def read_png(data: bytes) -> np.ndarray:
         chunks[kind] = chunks.get(kind, b"") + body
         position += 12 + length
     width, height, depth, colour_type = struct.unpack(">IIBB", chunks[b"IHDR"][:10])
-    assert depth in (1, 2, 4, 8) and colour_type == 3
-    row_bytes = (width * depth + 7) // 8
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(height, row_bytes + 1)
+    assert (depth, colour_type) == (8, 3)
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(height, width + 1)
     assert not rows[:, 0].any()
-    bits = np.unpackbits(rows[:, 1:], axis=1).reshape(height, -1, depth)  # (height, pixels incl. row padding, depth)
-    indices = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2)[:, :width]  # (height, width)
     palette = np.frombuffer(chunks[b"PLTE"], dtype=np.uint8).reshape(-1, 3)
-    return palette[indices]
+    return palette[rows[:, 1:]]
 
 
 def panel_pixels(image: go.Image) -> np.ndarray:

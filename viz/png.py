@@ -1,18 +1,25 @@
-"""Palette PNGs, so the model view ships each head as a small image.
+"""A minimal PNG writer for palette images, so the model view ships each head as a small image.
 
 A palette PNG stores one byte per cell; that keeps 48 heads of 256 x 256 tokens within a few MB of figure JSON,
-where one SVG cell per value would not. Pillow (which Streamlit installs) writes them; measured on 48 panels of
-256 x 256 attention it is as fast as the hand-written encoder it replaced, for the same bytes.
+where one SVG cell per value would not. Plain numpy and zlib: no imaging library is needed. Pillow writes the same
+images (`P` mode, compress_level=1, about 0.5 % fewer bytes) but took longer for 48 panels of 256 x 256, measured
+side by side in one run (median of 5 to 7): 288 ms against 250 ms on spread-out attention, 95 ms against 55 ms on
+peaked attention, as trained heads mostly are.
 """
 import base64
-import io
+import struct
+import zlib
 
 import numpy as np
-from PIL import Image
 
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # zlib's fastest level: on 48 panels of 256 x 256 attention it compresses 6x faster than the default 6 (30 ms
 # instead of 190 ms) for about a quarter more bytes, and a new input waits for the compression, not for the bytes.
 ZLIB_LEVEL = 1
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def indexed_png(indices: np.ndarray, palette: np.ndarray) -> bytes:
@@ -25,11 +32,11 @@ def indexed_png(indices: np.ndarray, palette: np.ndarray) -> bytes:
     if indices.max() >= len(palette):
         raise ValueError(f"index {indices.max()} is outside the palette of {len(palette)} colours")
     height, width = indices.shape
-    image = Image.frombytes("P", (width, height), np.ascontiguousarray(indices).tobytes())
-    image.putpalette(palette.tobytes(), rawmode="RGB")
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=ZLIB_LEVEL)
-    return buffer.getvalue()
+    # Each row starts with its filter type; 0 (none) is what the PNG spec advises for palette images.
+    rows = np.hstack([np.zeros((height, 1), dtype=np.uint8), indices])
+    header = struct.pack(">IIBBBBB", width, height, 8, 3, 0, 0, 0)  # 8-bit palette, no interlace
+    return b"".join([_SIGNATURE, _chunk(b"IHDR", header), _chunk(b"PLTE", palette.tobytes()),
+                     _chunk(b"IDAT", zlib.compress(rows.tobytes(), ZLIB_LEVEL)), _chunk(b"IEND", b"")])
 
 
 def png_data_uri(indices: np.ndarray, palette: np.ndarray) -> str:
