@@ -117,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"figure": name, "case": f"failed: {type(error).__name__}: {first_line}", "value": None,
                              "unit": "", "target": "", "met": None, "error": True})
     seconds = time.perf_counter() - start
-    report = {"machine": started_on, "checkpoint": str(checkpoint), "smoke": args.smoke, "seconds": seconds,
+    # Relative to the repository: the file is committed, and the machine's own folders mean nothing elsewhere.
+    report = {"machine": started_on, "checkpoint": os.path.relpath(checkpoint.resolve(), ROOT.resolve()),
+              "smoke": args.smoke, "seconds": seconds,
               "rows": rows}
     args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     missed = [row for row in rows if row["met"] is False]

@@ -1,6 +1,9 @@
 """Load test: many sessions at once against `streamlit run app.py`, and the server's memory while they come and go.
 
     python -m benchmarks.load --sessions 20 --seconds 60 [--checkpoints checkpoints --checkpoint reverse] [--json PATH]
+    python -m benchmarks.load --lecture --sessions 40 --seconds 60 --think 2     # a lecture hall on one link
+    python -m benchmarks.load --via-proxy 1 2                                  # K processes behind nginx, K = 1, 2
+    python -m benchmarks.load --churn 200                                      # sessions opened and closed in turn
 
 Each client speaks the app's own websocket protocol, as Streamlit's frontend does (a BackMsg asks for a rerun, the
 server answers with ForwardMsgs up to script_finished), so 20 sessions fit on a small machine where 20 browsers
@@ -17,11 +20,19 @@ server.disconnectedSessionTTL, 2 minutes, at most 128 of them, in case its brows
 the growth a one-minute load sees.)
 
 The inputs are random lowercase letters and digits: what the `reverse` task reads.
+
+--lecture: every session opens the same link (LECTURE_TEXT on the attention view) within the first
+LECTURE_SPREAD_S, as a room does when the lecturer says "open this link", then switches head, layer and view with
+think time between clicks, in one session until the time is up. --via-proxy K: the app runs as K processes behind
+nginx (deploy/local.py), each session sticks to one through its cookie, and the first page load's HTTP bytes through
+the proxy (gzip) are measured with Chromium. --churn N: one client opens and closes N sessions in sequence; the
+server's resident memory is read after each.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -29,6 +40,8 @@ import re
 import string
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
@@ -41,7 +54,7 @@ from streamlit.proto.WidgetStates_pb2 import WidgetState
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-from benchmarks.server import ROOT, streamlit_server
+from benchmarks.server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server, wait_for_rerun
 from transformer import load_checkpoint
 
 TIMEOUT_S = 60  # bound on one interaction, from the rerun request to script_finished
@@ -54,6 +67,9 @@ INPUT_CHARACTERS = string.ascii_lowercase + string.digits
 # At 10 characters or more, no figure's bytes hold a given input by chance, so finding one there is a leak.
 INPUT_LENGTHS = range(10, 25)
 CHARACTER_RUN = re.compile(rb"[a-z0-9]{%d,}" % INPUT_LENGTHS.start)
+LECTURE_TEXT = "attention2026"  # the lecture's link: one input, on the attention view
+LECTURE_SPREAD_S = 5.0  # the room opens the link within this many seconds
+LECTURE_CONTROLS = ("Head", "Layer", "View")  # what students click
 OUTPUT_CAPTION = "Output of"  # the caption right above the st.code that shows the output (app.show_output)
 
 
@@ -71,7 +87,7 @@ class Interaction:
     """A run that finished, with no exception on the page."""
 
     session: int
-    action: str  # "open" (the link), "type" (a new input) or "view" (another view)
+    action: str  # "open" (the link), "type" (a new input), "view", "head" or "layer" (a click)
     text: str  # the session's input during this run
     seconds: float
     output: str | None  # the output the page showed; None if it showed none
@@ -161,8 +177,17 @@ def widget_id(page: Page, label: str) -> str:
     return page.widgets[label].id
 
 
+def choose_option(page: Page, label: str, rng: random.Random) -> WidgetState:
+    """A click on one of the options of the segmented control `label`."""
+    widget = WidgetState(id=widget_id(page, label))
+    widget.string_array_value.data.append(rng.choice([option.content for option in page.widgets[label].options]))
+    return widget
+
+
 class Client:
     """One user: opens a session from a link, types and switches views, and starts over every few interactions."""
+
+    one_session = False  # True: keep the one session until the time is up (a new one only after a failure)
 
     def __init__(self, number: int, url: str, checkpoint: str, tally: Tally, *, seed: int, timeout_s: float,
                  think_s: float, interactions_per_session: int):
@@ -183,15 +208,32 @@ class Client:
             except (BrokenSession, TimeoutError, OSError, WebSocketException) as error:
                 self.tally.errors.append(f"session {log.number}: {type(error).__name__}: {error}")
                 await asyncio.sleep(min(RETRY_AFTER_S, max(0.0, deadline - time.monotonic())))
+            else:
+                if self.one_session:
+                    return
+
+    def first_page(self) -> tuple[str, str]:
+        """The input and view of a new session's link."""
+        return random_input(self.rng), self.rng.choice(VIEWS)
+
+    def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
+        """(action, the input after it, widget states to send): a new input or another view, at even odds."""
+        if self.rng.random() < 0.5:
+            text = random_input(self.rng)
+            return "type", text, [WidgetState(id=widget_id(page, "Input"), string_value=text)]
+        return "view", text, [choose_option(page, "View", self.rng)]
 
     async def session(self, log: SessionLog, deadline: float) -> None:
-        """Open a session from a new link, then type or switch views until interactions_per_session or the
-        deadline; closing the websocket ends the session, as closing the tab does."""
-        text, view = random_input(self.rng), self.rng.choice(VIEWS)
+        """Open a session from a new link, then click until interactions_per_session or the deadline; closing the
+        websocket ends the session, as closing the tab does."""
+        text, view = self.first_page()
         link = urlencode({"checkpoint": self.checkpoint, "text": text, "view": view})
-        # No Origin header, no XSRF token, no proxy: a local client without auth cookies needs none of them.
+        # No Origin header, no XSRF token: a local client without auth cookies needs none of them. The cookie is
+        # what a browser gets from the proxy on its first request (deploy/nginx.conf.template): it picks the process
+        # the session sticks to, and the app itself ignores it.
+        cookie = f"atlas_backend={self.rng.getrandbits(128):032x}"
         async with connect(self.url, subprotocols=["streamlit"], proxy=None, max_size=2**26, ping_interval=None,
-                           open_timeout=self.timeout_s) as websocket:
+                           open_timeout=self.timeout_s, additional_headers={"Cookie": cookie}) as websocket:
             session = AppSession(websocket, log, link, self.timeout_s)
             page = await self.interact(session, "open", text, [])
             if parse_qs(session.query_string).get("view") != [view]:
@@ -201,15 +243,8 @@ class Client:
                 if time.monotonic() + pause >= deadline:
                     return
                 await asyncio.sleep(pause)
-                if self.rng.random() < 0.5:
-                    text = random_input(self.rng)
-                    widget = WidgetState(id=widget_id(page, "Input"), string_value=text)
-                    page = await self.interact(session, "type", text, [widget])
-                else:
-                    widget = WidgetState(id=widget_id(page, "View"))
-                    views = [option.content for option in page.widgets["View"].options]
-                    widget.string_array_value.data.append(self.rng.choice(views))
-                    page = await self.interact(session, "view", text, [widget])
+                action, text, widgets = self.next_click(page, text)
+                page = await self.interact(session, action, text, widgets)
 
     async def interact(self, session: AppSession, action: str, text: str, widgets: list[WidgetState]) -> Page:
         session.log.inputs.add(text)
@@ -224,19 +259,44 @@ class Client:
         return page
 
 
-class MemorySampler:
-    """The server's resident memory (VmRSS), sampled every RSS_EVERY_S until stop()."""
+class LectureClient(Client):
+    """A student: opens the link everyone was given within the first LECTURE_SPREAD_S, then clicks through heads,
+    layers and views with think time between clicks, in one session until the time is up."""
 
-    def __init__(self, pid: int):
-        self.pid = pid
+    one_session = True
+
+    async def run_until(self, deadline: float) -> None:
+        await asyncio.sleep(self.rng.uniform(0, LECTURE_SPREAD_S))
+        await super().run_until(deadline)
+
+    def first_page(self) -> tuple[str, str]:
+        return LECTURE_TEXT, "attention"
+
+    def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
+        label = self.rng.choice([label for label in LECTURE_CONTROLS if label in page.widgets])
+        return label.lower(), text, [choose_option(page, label, self.rng)]
+
+
+def rss_mb(pids: list[int]) -> float:
+    """Resident memory (VmRSS) of the app's processes together, MB."""
+    kilobytes = 0
+    for pid in pids:
+        text = Path(f"/proc/{pid}/status").read_text()
+        kilobytes += int(re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE).group(1))
+    return kilobytes / 1024
+
+
+class MemorySampler:
+    """The app processes' resident memory together, sampled every RSS_EVERY_S until stop()."""
+
+    def __init__(self, pids: list[int]):
+        self.pids = pids
         self.samples: list[tuple[float, float]] = []  # (seconds since start, MB)
         self.start = time.monotonic()
         self.stopped = asyncio.Event()
 
     def now(self) -> float:
-        text = Path(f"/proc/{self.pid}/status").read_text()
-        kilobytes = int(re.search(r"^VmRSS:\s+(\d+) kB", text, re.MULTILINE).group(1))
-        megabytes = kilobytes / 1024
+        megabytes = rss_mb(self.pids)
         self.samples.append((time.monotonic() - self.start, megabytes))
         return megabytes
 
@@ -252,10 +312,13 @@ class MemorySampler:
         self.stopped.set()
 
 
-def server_cpu_s(pid: int) -> float:
-    """User and system CPU seconds the process has used: unlike wall time, the same on a busy machine."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # the fields after the command name
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime and stime, fields 14 and 15
+def server_cpu_s(pids: list[int]) -> float:
+    """User and system CPU seconds the app's processes have used: unlike wall time, the same on a busy machine."""
+    ticks = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # the fields after the command name
+        ticks += int(fields[11]) + int(fields[12])  # utime and stime, fields 14 and 15
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def verify(checkpoint_path: Path, tally: Tally) -> int:
@@ -275,41 +338,44 @@ def verify(checkpoint_path: Path, tally: Tally) -> int:
         else:
             tally.errors.append(f"session {interaction.session} ({interaction.action}): the input {interaction.text!r} "
                                 f"should give {expected[interaction.text]!r}, the page showed {interaction.output!r}")
-    owner = {text: log.number for log in tally.sessions for text in log.inputs}
+    owner = {text: log.number for log in tally.sessions for text in log.inputs}  # an owner, when inputs are shared
     shown = {(interaction.session, interaction.text) for interaction in tally.interactions}
     for log in tally.sessions:
         runs = [run.decode() for run in log.seen]
         windows = {run[i:i + n] for run in runs for n in INPUT_LENGTHS for i in range(len(run) - n + 1)}
-        for text in windows & owner.keys():
-            if owner[text] != log.number:
-                tally.errors.append(f"session {log.number} was sent {text!r}, the input of session {owner[text]}")
+        for text in (windows & owner.keys()) - log.inputs:
+            tally.errors.append(f"session {log.number} was sent {text!r}, the input of session {owner[text]}")
         # The search must find the inputs that were there, or finding no other session's proves nothing.
         for text in {text for session, text in shown if session == log.number} - windows:
             tally.errors.append(f"session {log.number} was never sent its own input {text!r}")
     return matched
 
 
-async def load(url: str, pid: int, checkpoint: str, tally: Tally, *, sessions: int, seconds: float, seed: int,
-               timeout_s: float, think_s: float, interactions_per_session: int) -> dict:
-    """Warm the server up with one session, then run `sessions` clients for `seconds`. Returns the timings, the
-    server's CPU time and its memory samples; the clients add their sessions, interactions and errors to `tally`."""
-    memory = MemorySampler(pid)
+async def load(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, sessions: int,
+               seconds: float, seed: int, timeout_s: float, think_s: float, interactions_per_session: int,
+               lecture: bool) -> dict:
+    """Warm each app process up with one session of its own, then run `sessions` clients against `url` for
+    `seconds`. Returns the timings, the processes' CPU time and their memory samples; the clients add their
+    sessions, interactions and errors to `tally`."""
+    memory = MemorySampler(pids)
     rss_before = memory.now()
     start = time.perf_counter()
-    warm_up = Client(-1, url, checkpoint, Tally(), seed=seed, timeout_s=WARM_UP_TIMEOUT_S, think_s=0,
-                     interactions_per_session=1)
-    await warm_up.session(SessionLog(-1), deadline=time.monotonic())  # raises if the server cannot serve it
+    for app_url in app_urls:  # behind a proxy, each process directly: the proxy would pick one by the cookie
+        warm_up = Client(-1, app_url, checkpoint, Tally(), seed=seed, timeout_s=WARM_UP_TIMEOUT_S, think_s=0,
+                         interactions_per_session=1)
+        await warm_up.session(SessionLog(-1), deadline=time.monotonic())  # raises if the server cannot serve it
     warm_up_s = time.perf_counter() - start
     rss_warm = memory.now()
-    cpu_start = server_cpu_s(pid)
+    cpu_start = server_cpu_s(pids)
     sampler = asyncio.create_task(memory.run())
     load_start = time.monotonic()
-    clients = [Client(number, url, checkpoint, tally, seed=seed, timeout_s=timeout_s, think_s=think_s,
-                      interactions_per_session=interactions_per_session) for number in range(sessions)]
+    kind = LectureClient if lecture else Client
+    clients = [kind(number, url, checkpoint, tally, seed=seed, timeout_s=timeout_s, think_s=think_s,
+                    interactions_per_session=interactions_per_session) for number in range(sessions)]
     await asyncio.gather(*(client.run_until(load_start + seconds) for client in clients))
     memory.stop()
     await sampler
-    cpu_s = server_cpu_s(pid) - cpu_start
+    cpu_s = server_cpu_s(pids) - cpu_start
     half = load_start - memory.start + seconds / 2
     return {
         "warm_up_s": warm_up_s,
@@ -324,48 +390,129 @@ async def load(url: str, pid: int, checkpoint: str, tally: Tally, *, sessions: i
     }
 
 
+async def churn(url: str, pids: list[int], checkpoint: str, tally: Tally, *, sessions: int, seed: int,
+                timeout_s: float) -> list[float]:
+    """One client opens a session (its link, then one click) and closes it, `sessions` times in sequence. Returns
+    the app's resident memory after each session, MB."""
+    client = Client(0, url, checkpoint, tally, seed=seed, timeout_s=timeout_s, think_s=0, interactions_per_session=2)
+    after = []
+    for number in range(sessions):
+        log = SessionLog(number)
+        tally.sessions.append(log)
+        try:
+            await client.session(log, deadline=float("inf"))  # bounded: two runs, each within timeout_s
+        except (BrokenSession, TimeoutError, OSError, WebSocketException) as error:
+            tally.errors.append(f"session {number}: {type(error).__name__}: {error}")
+        after.append(rss_mb(pids))
+    return after
+
+
+def first_page_bytes(url: str) -> int | None:
+    """HTTP bytes a new browser transfers until the first figure is drawn (None without Chromium)."""
+    if not CHROMIUM.exists():
+        return None
+    from playwright.sync_api import sync_playwright
+
+    from benchmarks.browser import HTTP_BYTES
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.set_default_timeout(RUN_S * 1000)
+            page.goto(f"{url}?{urlencode({'text': LECTURE_TEXT, 'view': 'attention'})}")
+            page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
+            wait_for_rerun(page)
+            return page.evaluate(HTTP_BYTES)
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def serving(checkpoints_dir: Path, processes: int | None, log: Path) -> Iterator[tuple[str, list[str], list[int]]]:
+    """(the URL clients open, each app process's own URL, their pids): one `streamlit run` logging to `log` if
+    processes is None, else that many behind nginx (deploy/local.py), logging next to `log`."""
+    if processes is None:
+        with streamlit_server(checkpoints_dir, log) as (url, process):
+            yield url, [url], [process.pid]
+    else:
+        from deploy.local import proxied_app
+
+        with proxied_app(processes, checkpoints_dir, log.parent) as deployment:
+            yield deployment.url, deployment.app_urls, deployment.app_pids
+
+
 def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 20, seconds: float = 60, *,
              seed: int = 0, timeout_s: float = TIMEOUT_S, think_s: float = 0.5, interactions_per_session: int = 4,
-             log: Path | str | None = None) -> dict:
-    """Serve the checkpoints under `checkpoints_dir` with `streamlit run app.py`, and load it with `sessions`
-    concurrent clients on `checkpoint_name` for `seconds` (each interaction bounded by `timeout_s`; a pause of
-    think_s on average between two). log: where the server's output goes (a temporary file if None)."""
+             lecture: bool = False, processes: int | None = None, log: Path | str | None = None) -> dict:
+    """Serve the checkpoints under `checkpoints_dir` with `streamlit run app.py` (or `processes` of them behind
+    nginx), and load it with `sessions` concurrent clients on `checkpoint_name` for `seconds` (each interaction
+    bounded by `timeout_s`; a pause of think_s on average between two). lecture: every client opens the same link
+    and clicks heads, layers and views (LectureClient) in one session. log: where the server's output goes (a
+    temporary file if None; behind the proxy, every process logs into its folder)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
+    if lecture:
+        interactions_per_session = 10**6  # one session each, until the time is up
     with tempfile.TemporaryDirectory() as scratch:
-        with streamlit_server(checkpoints_dir, Path(log or Path(scratch) / "streamlit.log")) as (url, process):
-            measured = asyncio.run(load(url, process.pid, checkpoint_name, tally, sessions=sessions, seconds=seconds,
-                                        seed=seed, timeout_s=timeout_s, think_s=think_s,
-                                        interactions_per_session=interactions_per_session))
+        with serving(checkpoints_dir, processes, Path(log or Path(scratch) / "streamlit.log")) as (url, app_urls, pids):
+            measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, sessions=sessions,
+                                        seconds=seconds, seed=seed, timeout_s=timeout_s, think_s=think_s,
+                                        interactions_per_session=interactions_per_session, lecture=lecture))
+            page_bytes = first_page_bytes(url) if processes is not None else None
     outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
     times = [interaction.seconds for interaction in tally.interactions] or [float("nan")]
     p50, p95 = np.percentile(times, [50, 95])
-    actions = [interaction.action for interaction in tally.interactions]
     return {
         "checkpoint": checkpoint_name,
+        "scenario": "lecture" if lecture else "random",
+        "processes": processes,
         "sessions": sessions,
         "seconds": seconds,
         "sessions_opened": len(tally.sessions),
         "interactions": len(tally.interactions),
-        "interactions_by_action": {action: actions.count(action) for action in ("open", "type", "view")},
+        "interactions_by_action": dict(Counter(interaction.action for interaction in tally.interactions)),
         "outputs_checked": outputs_checked,
         "errors": tally.errors,
         "p50_s": float(p50),
         "p95_s": float(p95),
         "max_s": float(max(times)),
         **measured,
+        "interactions_per_s": len(tally.interactions) / measured["load_s"],
         "server_cpu_s_per_interaction": measured["server_cpu_s"] / max(1, len(tally.interactions)),
         "rss_growth_mb": measured["rss_after_mb"] - measured["rss_warm_mb"],
+        "first_page_bytes": page_bytes,
     }
+
+
+def run_churn(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 200, *, seed: int = 0,
+              timeout_s: float = TIMEOUT_S) -> dict:
+    """Open and close `sessions` sessions one after another against `streamlit run app.py`; the server's RSS after
+    each (the target: after all of them at most 1.5x after the first 10)."""
+    checkpoints_dir = Path(checkpoints_dir)
+    tally = Tally()
+    with tempfile.TemporaryDirectory() as scratch, \
+            serving(checkpoints_dir, None, Path(scratch) / "streamlit.log") as (url, _, pids):
+        before = rss_mb(pids)
+        after = asyncio.run(churn(url, pids, checkpoint_name, tally, sessions=sessions, seed=seed,
+                                  timeout_s=timeout_s))
+    verify(checkpoints_dir / checkpoint_name, tally)
+    early = after[min(9, len(after) - 1)]
+    return {"checkpoint": checkpoint_name, "sessions": sessions, "errors": tally.errors, "rss_before_mb": before,
+            "rss_after_10_mb": early, "rss_after_all_mb": after[-1], "ratio": after[-1] / early,
+            "rss_after_each_mb": [round(mb, 1) for mb in after]}
 
 
 def table(result: dict) -> str:
     by_action = ", ".join(f"{action} {count}" for action, count in result["interactions_by_action"].items())
+    where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
     rows = [
-        ("load", f"{result['sessions']} sessions for {result['seconds']:g} s on `{result['checkpoint']}` "
-                 f"(ran {result['load_s']:.0f} s after a {result['warm_up_s']:.0f} s warm-up)"),
+        ("load", f"{result['sessions']} {result['scenario']} sessions for {result['seconds']:g} s on "
+                 f"`{result['checkpoint']}`, {where} (ran {result['load_s']:.0f} s after a "
+                 f"{result['warm_up_s']:.0f} s warm-up)"),
         ("sessions opened", str(result["sessions_opened"])),
-        ("interactions", f"{result['interactions']} ({by_action}); {result['outputs_checked']} outputs checked"),
+        ("interactions", f"{result['interactions']} ({by_action}); {result['outputs_checked']} outputs checked; "
+                         f"{result['interactions_per_s']:.2f} per second"),
         ("errors", str(len(result["errors"]))),
         ("s per interaction", f"p50 {result['p50_s']:.2f}   p95 {result['p95_s']:.2f}   max {result['max_s']:.2f}"),
         ("server CPU", f"{result['server_cpu_s']:.1f} s over the load, "
@@ -374,10 +521,23 @@ def table(result: dict) -> str:
                             f"half-time {result['rss_half_mb']:.0f}   after {result['rss_after_mb']:.0f}   "
                             f"peak {result['rss_peak_mb']:.0f}   growth after warm-up {result['rss_growth_mb']:+.0f}"),
     ]
-    lines = [f"{name:<18} {value}" for name, value in rows]
-    lines += [f"  {error}" for error in result["errors"][:10]]
-    if len(result["errors"]) > 10:
-        lines.append(f"  … and {len(result['errors']) - 10} more (see --json)")
+    if result["first_page_bytes"] is not None:
+        rows.append(("first page load", f"{result['first_page_bytes']:,} B over HTTP through the proxy"))
+    return with_errors([f"{name:<18} {value}" for name, value in rows], result["errors"])
+
+
+def churn_table(result: dict) -> str:
+    rows = [f"{result['sessions']} sessions opened and closed in turn on `{result['checkpoint']}`: server RSS "
+            f"{result['rss_before_mb']:.0f} MB before, {result['rss_after_10_mb']:.0f} MB after 10, "
+            f"{result['rss_after_all_mb']:.0f} MB after {result['sessions']} ({result['ratio']:.2f}x)",
+            f"errors: {len(result['errors'])}"]
+    return with_errors(rows, result["errors"])
+
+
+def with_errors(lines: list[str], errors: list[str]) -> str:
+    lines = lines + [f"  {error}" for error in errors[:10]]
+    if len(errors) > 10:
+        lines.append(f"  … and {len(errors) - 10} more (see --json)")
     return "\n".join(lines)
 
 
@@ -388,13 +548,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints", help="the folder the app serves")
     parser.add_argument("--checkpoint", default="reverse", help="the checkpoint every session uses (a reverse task)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"bound on one interaction, s ({TIMEOUT_S})")
+    parser.add_argument("--think", type=float, default=0.5, help="mean pause between two clicks, s (default 0.5)")
+    parser.add_argument("--lecture", action="store_true", help="every session opens the same link, then clicks "
+                        "heads, layers and views")
+    parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
+                        "nginx, once per K given (default: 1 2), and compare their throughput")
+    parser.add_argument("--churn", type=int, metavar="N", help="instead: open and close N sessions in turn and "
+                        "read the server's memory")
     parser.add_argument("--json", type=Path, help="also write the whole result here")
     args = parser.parse_args(argv)
-    result = run_load(args.checkpoints, args.checkpoint, args.sessions, args.seconds, timeout_s=args.timeout)
-    print(table(result))
+    if args.churn:
+        result = run_churn(args.checkpoints, args.checkpoint, args.churn, timeout_s=args.timeout)
+        print(churn_table(result))
+        results = [result]
+    else:
+        processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
+        results = [run_load(args.checkpoints, args.checkpoint, args.sessions, args.seconds, timeout_s=args.timeout,
+                            think_s=args.think, lecture=args.lecture, processes=k) for k in processes]
+        print("\n\n".join(table(result) for result in results))
+        if len(results) > 1:
+            base = results[0]
+            print("\nthroughput: " + ", ".join(
+                f"{result['processes']} process(es) {result['interactions_per_s'] / base['interactions_per_s']:.2f}x"
+                for result in results) + f" of {base['processes']} process(es)")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
-    return 1 if result["errors"] else 0
+        args.json.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=1))
+    return 1 if any(result["errors"] for result in results) else 0
 
 
 if __name__ == "__main__":

@@ -26,14 +26,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
+def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1,
+                     env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """(URL, process) of the app serving the checkpoint folders under `checkpoints`; stopped on exit.
 
-    threads: torch's intra-op threads in the server (OMP_NUM_THREADS), so tests leave cores to the browser."""
+    threads: torch's intra-op threads in the server (OMP_NUM_THREADS), so tests leave cores to the browser.
+    env: more environment variables for the server."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"]
-    env = {**os.environ, "ATLAS_CHECKPOINTS": str(checkpoints), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, **(env or {}), "ATLAS_CHECKPOINTS": str(checkpoints), "OMP_NUM_THREADS": str(threads)}
     with open(log, "w") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from transformer import capture, padding_mask
@@ -91,3 +92,26 @@ def test_dropout_on_weights_only_in_training():
     torch.testing.assert_close(module(x, x), module(x, x))
     module.train()
     assert not torch.allclose(module(x, x), module(x, x))
+
+
+def test_in_place_and_autograd_masking_agree():
+    # Without gradients the masked softmax runs in place; with them it may not (autograd keeps the softmax's output).
+    # Both must give the same weights, and the gradient must match PyTorch's own masked attention.
+    torch.manual_seed(3)
+    q, k, v = torch.randn(2, 2, 5, 4), torch.randn(2, 2, 7, 4), torch.randn(2, 2, 7, 4)
+    mask = torch.rand(2, 1, 5, 7) > 0.4
+    mask[:, :, :, 0] = True  # no fully masked row: PyTorch's reference would give NaN there
+    with torch.no_grad():
+        _, in_place = scaled_dot_product(q, k, v, mask)
+    q.requires_grad_(True)
+    output, weights = scaled_dot_product(q, k, v, mask)
+    torch.testing.assert_close(weights, in_place, atol=0, rtol=0)
+    output.sum().backward()
+    q_reference = q.detach().clone().requires_grad_(True)
+    F.scaled_dot_product_attention(q_reference, k, v, attn_mask=mask).sum().backward()
+    torch.testing.assert_close(q.grad, q_reference.grad, atol=1e-5, rtol=0)
+    mask[1, :, 3] = False  # a query that may attend to nothing: zeros on both paths
+    with torch.no_grad():
+        _, in_place = scaled_dot_product(q, k, v, mask)
+    assert torch.all(in_place[1, :, 3] == 0)
+    torch.testing.assert_close(scaled_dot_product(q, k, v, mask)[1], in_place, atol=0, rtol=0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from captum.attr import IntegratedGradients
 
-from conftest import random_batch, small_model
+from helpers import random_batch, small_model
 from transformer import capture, patch
 from transformer.attention import MultiHeadAttention
 from transformer.attribution import (METHODS, _log_prob_rows, alti_stages, attribute, block_terms, flow,

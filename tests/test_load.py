@@ -47,3 +47,13 @@ def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
     assert any(f"session 1 was never sent its own input {theirs!r}" in error for error in tally.errors)
     assert any("the page showed 'not the translation'" in error for error in tally.errors)
     assert len(tally.errors) == 3
+
+
+def test_shared_inputs_are_no_leak_but_others_still_are(tiny_checkpoint):
+    # A lecture: every session typed the same input, so seeing it is no leak; an input only another session
+    # typed still is one.
+    shared, theirs = "attention2026", "zyxwvu9876543210"
+    seen = set(CHARACTER_RUN.findall(f"text={shared}&other={theirs}".encode()))
+    tally = Tally(sessions=[SessionLog(0, {shared}, seen), SessionLog(1, {shared, theirs}, seen)])
+    verify(tiny_checkpoint, tally)
+    assert tally.errors == [f"session 0 was sent {theirs!r}, the input of session 1"]

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from helpers import PAD, random_batch, small_config, small_model
-from transformer import ATTENTION_KINDS, Transformer, TransformerConfig
+from transformer import ATTENTION_KINDS, Transformer, TransformerConfig, decoder_mask
 
 
 def torch_reference(model: Transformer) -> nn.Transformer:
@@ -126,3 +126,13 @@ def test_layers_of_each_kind_come_from_its_stack():
     assert [config.layers_of(kind) for kind in ATTENTION_KINDS] == [3, 2, 2]
     with pytest.raises(KeyError, match="encoder.cross"):
         config.layers_of("encoder.cross")
+
+
+def test_decoder_mask_rows_of_the_last_tokens():
+    # Incremental decoding builds only its new queries' rows: they must be the full mask's last rows, i.e. PyTorch's
+    # square subsequent mask (True = blocked there) inverted, with the padding key blocked.
+    tgt = torch.tensor([[2, 5, 6, 7, 0]])  # trailing padding blocks that key for every query
+    allowed = ~nn.Transformer.generate_square_subsequent_mask(5, dtype=torch.bool) & (tgt != 0)[:, None, :]
+    for last in (1, 2, 5):
+        torch.testing.assert_close(decoder_mask(tgt, 0, last=last), allowed[:, None, -last:], atol=0, rtol=0)
+    torch.testing.assert_close(decoder_mask(tgt, 0), allowed[:, None])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import random_batch, small_model
+from helpers import random_batch, small_model
 from transformer import capture, hook_points
 from transformer.lens import logit_lens
 from transformer.patching import activation_patching, run_patched

@@ -4,6 +4,7 @@ from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, T
                          checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
 from .config import TransformerConfig
 from .decoding import Step, beam_search, decode_steps, greedy
+from .device import atlas_device, model_device
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
 from .model import Transformer
@@ -27,9 +28,11 @@ __all__ = [
     "decode_steps",
     "greedy",
     "load_checkpoint",
+    "model_device",
     "Transformer",
     "TransformerConfig",
     "ablate",
+    "atlas_device",
     "capture",
     "patch",
     "causal_mask",

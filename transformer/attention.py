@@ -34,14 +34,20 @@ def scaled_dot_product(
     gets all-zero weights and a zero output (see masks.py). The hooks see the raw scores and the weights (before
     dropout) and may replace them; they are identities unless the caller wants to look.
     """
-    # Every step below is a pass over (batch, heads, q_len, k_len), so there are as few as possible: q is scaled
-    # before the product (smaller than the scores), and `where` masks in one pass where masked_fill copies first.
+    # Every step below is a pass over (batch, heads, q_len, k_len), so there are as few as possible, and only one new
+    # tensor of that size besides the scores: the capture keeps both, so each costs fresh, page-faulted memory (at
+    # 512 tokens allocating one costs as much as the softmax). q is scaled before the product (it is smaller than the
+    # scores); the masked copy of the scores is then softmaxed and zeroed where masked in place.
     scores = scores_hook((q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1))  # (batch, heads, q_len, k_len)
     if mask is None:
         weights = scores.softmax(dim=-1)
     else:
-        weights = torch.where(mask, scores, torch.finfo(scores.dtype).min).softmax(dim=-1)
-        weights = torch.where(mask, weights, 0.0)
+        weights = torch.where(mask, scores, torch.finfo(scores.dtype).min)
+        if weights.requires_grad:  # autograd keeps the softmax's output for its backward: nothing in place
+            weights = torch.where(mask, weights.softmax(dim=-1), 0.0)
+        else:
+            torch.softmax(weights, dim=-1, out=weights)
+            weights.masked_fill_(~mask, 0.0)
     weights = weights_hook(weights)
     return F.dropout(weights, dropout_p) @ v, weights  # (batch, heads, q_len, d_head)
 
@@ -82,11 +88,13 @@ class MultiHeadAttention(nn.Module):
         project = lambda: (self._split_heads(self.W_k(x_kv)), self._split_heads(self.W_v(x_kv)))  # noqa: E731
         k, v = project() if cache is None else cache.keys_values(project)  # (batch, heads, k_len, d_head)
         dropout_p = self.dropout if self.training else 0.0
+        # A mask that blocks nothing (no padding; a cached decoding step's causal row) only costs passes.
+        blocks = mask is not None and not bool(mask.all())
         if is_watched(self.hook_scores, self.hook_mask, self.hook_pattern):
             if mask is not None:
-                mask = self.hook_mask(mask.expand(batch, 1, q_len, k.size(2)))
-            z, _ = scaled_dot_product(q, k, v, mask, dropout_p, self.hook_scores, self.hook_pattern)
+                mask = self.hook_mask(mask.expand(batch, 1, q_len, k.size(2)))  # (batch, 1, q_len, k_len)
+            z, _ = scaled_dot_product(q, k, v, mask if blocks else None, dropout_p, self.hook_scores, self.hook_pattern)
         else:
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if blocks else None, dropout_p=dropout_p)
         z = self.hook_z(z)  # (batch, heads, q_len, d_head)
         return self.W_o(z.transpose(1, 2).reshape(batch, q_len, d_model))

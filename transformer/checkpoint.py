@@ -26,6 +26,7 @@ from .config import TransformerConfig
 from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids
 from .decoding import beam_search, check_beam_size, greedy
 from .masks import decoder_lengths
+from .device import atlas_device, model_device
 from .model import Transformer
 from .record import AttentionRecord
 from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
@@ -205,7 +206,7 @@ def build_model(config: TransformerConfig, state: dict[str, torch.Tensor], sourc
     except RuntimeError as error:
         first_line = str(error).splitlines()[1:2] or [str(error)]
         raise CheckpointError(f"{source} does not match {CONFIG_FILE}: {first_line[0].strip()}") from None
-    return model.eval()
+    return model.eval().to(atlas_device())
 
 
 def read_config(folder: Path) -> TransformerConfig:
@@ -323,14 +324,14 @@ class Checkpoint:
         if unknown:
             warnings.append(
                 f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
-        src = torch.tensor([ids])
+        src = torch.tensor([ids], device=model_device(model))
         length_penalty = self.card.decoding.get("length_penalty", 0.6)
         decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len,
                                                                                  length_penalty)
         sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
-            probs = model(src, torch.tensor([decoder_input])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)
+            probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
         generated = sequence[1:]
         src_pieces = self.src_tokenizer.pieces(ids)
         return Translation(
@@ -341,7 +342,7 @@ class Checkpoint:
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,
             probs=[float(probs[i, token]) for i, token in enumerate(generated)],
-            attention=record,
+            attention=record.cpu(),
             src_ids=ids,
             tgt_ids=decoder_input,
             warnings=warnings,

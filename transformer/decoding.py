@@ -145,7 +145,7 @@ def decode_steps(
             token_id=token_id,
             prob=float(top.values[0]),
             top=[(int(i), float(p)) for i, p in zip(top.indices, top.values)],
-            cross_attention=record.stack("decoder.cross")[:, :, -1],  # (layers, heads, src_len)
+            cross_attention=record.stack("decoder.cross")[:, :, -1].cpu(),  # (layers, heads, src_len)
         )
         prefix.append(token_id)
         if token_id == config.eos_id:

@@ -16,9 +16,11 @@ def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
-def causal_mask(size: int, device: torch.device | None = None) -> torch.Tensor:
-    """Each position may attend to itself and earlier ones: (1, 1, size, size) lower-triangular bool."""
-    return torch.ones(size, size, dtype=torch.bool, device=device).tril()[None, None]
+def causal_mask(size: int, device: torch.device | None = None, last: int | None = None) -> torch.Tensor:
+    """Each position may attend to itself and earlier ones: (1, 1, size, size) lower-triangular bool; with `last`,
+    only the rows of the last `last` positions, (1, 1, last, size) (incremental decoding's new queries)."""
+    rows = size if last is None else last
+    return torch.ones(rows, size, dtype=torch.bool, device=device).tril(size - rows)[None, None]
 
 
 def decoder_lengths(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -36,6 +38,7 @@ def length_mask(lengths: torch.Tensor, size: int) -> torch.Tensor:
     return (torch.arange(size, device=lengths.device) < lengths[:, None])[:, None, None, :]
 
 
-def decoder_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """Decoder self-attention: causal and not trailing padding. (batch, tgt_len) -> (batch, 1, tgt_len, tgt_len)."""
-    return length_mask(decoder_lengths(tgt, pad_id), tgt.size(1)) & causal_mask(tgt.size(1), tgt.device)
+def decoder_mask(tgt: torch.Tensor, pad_id: int, last: int | None = None) -> torch.Tensor:
+    """Decoder self-attention: causal and not trailing padding. (batch, tgt_len) -> (batch, 1, tgt_len, tgt_len) bool,
+    or (batch, 1, last, tgt_len) for the queries of the last `last` tokens only."""
+    return length_mask(decoder_lengths(tgt, pad_id), tgt.size(1)) & causal_mask(tgt.size(1), tgt.device, last)

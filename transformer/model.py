@@ -109,7 +109,7 @@ class Transformer(nn.Module):
         if cache is None:
             tgt_mask = decoder_mask(tgt, pad)
         else:
-            tgt_mask = decoder_mask(cache.append(tgt), pad)[:, :, -tgt.size(1):]  # (batch, 1, new_len, all_len)
+            tgt_mask = decoder_mask(cache.append(tgt), pad, last=tgt.size(1))  # (batch, 1, new_len, all_len)
         return self.generator(self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
@@ -119,7 +119,7 @@ class Transformer(nn.Module):
     def positional_table(self, side: str = "src") -> torch.Tensor:
         """The positional encoding (max_len, d_model) the encoder ('src') or decoder ('tgt') adds."""
         stack = {"src": self.encoder, "tgt": self.decoder}[side]
-        return stack.embed.positional.table().detach()
+        return stack.embed.positional.table().detach().cpu()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -29,6 +29,12 @@ class AttentionRecord(Mapping[str, torch.Tensor]):
     def hooks(self) -> Mapping[str, torch.Tensor]:
         return MappingProxyType(self._hooks)
 
+    def cpu(self) -> AttentionRecord:
+        """The same record with every tensor on the CPU (itself when they all are): for numpy and display."""
+        if all(tensor.device.type == "cpu" for tensor in self._hooks.values()):
+            return self
+        return AttentionRecord({name: tensor.cpu() for name, tensor in self._hooks.items()}, self._order)
+
     def _part(self, key: str, part: str) -> torch.Tensor:
         name = f"{attention_path(key)}.hook_{part}"
         if name not in self._hooks:

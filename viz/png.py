@@ -1,7 +1,10 @@
 """A minimal PNG writer for palette images, so the model view ships each head as a small image.
 
 A palette PNG stores one byte per cell; that keeps 48 heads of 256 x 256 tokens within a few MB of figure JSON,
-where one SVG cell per value would not. Plain numpy and zlib: no imaging library is needed.
+where one SVG cell per value would not. Plain numpy and zlib: no imaging library is needed. Pillow writes the same
+images (`P` mode, compress_level=1, about 0.5 % fewer bytes) but took longer for 48 panels of 256 x 256, measured
+side by side in one run (median of 5 to 7): 288 ms against 250 ms on spread-out attention, 95 ms against 55 ms on
+peaked attention, as trained heads mostly are.
 """
 import base64
 import struct

@@ -1,0 +1,1 @@
+"""Running the app as several processes behind a reverse proxy (see deploy/README.md)."""
