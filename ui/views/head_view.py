@@ -8,7 +8,7 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
-from ui.state import draw, settle_all
+from ui.state import settle_all
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
 
@@ -32,8 +32,8 @@ def render(page: Page) -> None:
     heads = page.heads()
     if not settle_all("lines_heads", heads):
         st.session_state.lines_heads = [0]
-    chosen = draw(row.segmented_control, "Heads", "lines_heads", heads, selection_mode="multi",
-                  persist_state="session") or [0]
+    chosen = row.segmented_control("Heads", heads, key="lines_heads", selection_mode="multi",
+                                   persist_state="session") or [0]
     words = word_switch(row)
     figure = shown(page, kind, page.analysis.stack(kind)[layer, chosen], words)  # (heads, q_len, k_len)
     selected = clicked_token(len(figure.q_labels), len(figure.k_labels))
