@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 import transformer
 import transformer.tokenizer
+import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
 from ui.state import URL_STATE
 from ui.views import VIEWS
@@ -242,11 +243,36 @@ def test_decoding_steps_forward_and_back(app):
     at.button(key="step-next").click().run()
     at.button(key="step-back").click().run()
     assert ok(at).slider(key="step").value == 1
-    title = figure(at)["layout"]["title"]["text"]
-    assert title.startswith("Step 1")
-    assert title.split(": ", 1)[1].split(" ")[0] == "&lt;s&gt;"  # the query of step 1 reads <s> and step 0's piece
-    assert len(title.split(": ", 1)[1].split(" ")) == 2
+    caption = at.text[0].value  # plain text above the figure (never cut like a title, never read as Markdown)
+    assert caption.startswith("Step 1")
+    assert caption.split(": ", 1)[1].split(" ")[0] == "<s>"  # the query of step 1 reads <s> and step 0's piece
+    assert len(caption.split(": ", 1)[1].split(" ")) == 2
     assert at.dataframe  # the candidates
+
+
+@pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "training", "headview"])
+def test_the_word_switch_merges_pieces_into_words(app, view):
+    """On the tiny checkpoint every piece is a word of its own or not; the axes at word level are viz.word_labels
+    of the pieces, so the figure's labels must change to exactly those (or stay when every piece is a word)."""
+    pieces = ok(app(view=view, text="step99"))
+    words = ok(app(view=view, text="step99", words="1"))
+    assert words.toggle(key="words").value
+    assert len(charts(words)) == len(charts(pieces))
+    assert dict(words.query_params)["words"] == "1"
+
+
+def test_word_level_weights_are_the_merged_pieces(app):
+    """The attention view at word level draws viz.merge_words of the head the analysis holds: rows still sum to 1."""
+    at = ok(app(view="attention", kind="encoder.self", text="step99", words="1", masks="0"))
+    z = array(figure(at)["data"][0]["z"])
+    assert np.allclose(np.nansum(z, axis=1), 1.0, atol=1e-4)
+
+
+def test_head_view_draws_lines_for_each_chosen_head(app):
+    at = ok(app(view="headview", kind="decoder.self", text="step99", lines_heads="0,1"))
+    legend = [trace.get("name") for trace in figure(at)["data"] if trace.get("showlegend") is not False
+              and trace.get("mode") == "lines"]
+    assert legend == ["L0 H0", "L0 H1"]
 
 
 def test_ablation_shows_both_outputs(app):
@@ -323,7 +349,7 @@ BAD_LINKS = {
                               "zero"),
     "too-few-positions": ({"view": "positional", "pe_positions": "1"}, "slider", "pe_positions", 34),
     "dimensions-not-numbers": ({"view": "positional", "pe_plot": "curves", "pe_dims": "a,b"}, "multiselect",
-                               "pe_dims", [0, 1, 2, 3]),
+                               "pe_dims", viz.default_pe_dims(32)),  # the tiny model: d_model 32
     "unknown-statistic": ({"view": "heads", "stat_x": "nope"}, "selectbox", "stat_x", "entropy"),
 }
 
@@ -429,7 +455,7 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
             "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
-            "stat_y": "entropy"}
+            "stat_y": "entropy", "words": "1", "lines_heads": "1,2"}
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])

@@ -1,6 +1,10 @@
 """What views share on screen: figures with the export toolbar, rows of controls, the head picker, labels."""
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
+import numpy as np
 import streamlit as st
 
 import viz
@@ -12,14 +16,63 @@ from .state import draw
 PROBABILITY = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
 
 
-def show_figure(page: Page, fig, name: str, rows: int = 0, **kwargs) -> None:
+def show_figure(page: Page, fig, name: str, **kwargs):
     """Every figure with the export toolbar; theme=None, as viz.Theme already styles it for light or dark.
 
-    rows: token rows of the tallest panel; the figure grows with them so that every row keeps its label."""
-    if rows:
-        fig.update_layout(height=min(max(450, rows * page.theme.font_size * 1.7 + 220), 2000))
-    st.plotly_chart(fig, theme=None, config=viz.toolbar_config(page.image_format, f"{page.name}-{name}"),
-                    key=kwargs.pop("key", f"figure-{name}"), **kwargs)
+    Drawn at the size viz gave it (layout.width x layout.height: every token keeps a readable label), in a box that
+    scrolls sideways when the column is narrower: Streamlit shrinks a chart to its column, so the inner box is held
+    at the figure's width and the outer one scrolls. Returns st.plotly_chart's value (its selection with on_select)."""
+    key = kwargs.pop("key", f"figure-{name}")
+    box = re.sub(r"[^A-Za-z0-9_-]", "-", key)  # a CSS class name
+    width = int(fig.layout.width) if fig.layout.width else None
+    if width:  # our own constant CSS (no user text)
+        st.html(f"<style>.st-key-scroll-{box} {{ overflow-x: auto; }} .st-key-wide-{box} {{ min-width: {width}px; }}"
+                "</style>")
+    with st.container(key=f"scroll-{box}"), st.container(key=f"wide-{box}"):
+        return st.plotly_chart(fig, theme=None, config=viz.toolbar_config(page.image_format, f"{page.name}-{name}"),
+                               key=key, width=width or "stretch", **kwargs)
+
+
+def table_height(page: Page) -> str:
+    """In lecture mode a table shows every row (no inner scrolling a room cannot see); otherwise ten at most."""
+    return "content" if page.lecture else "auto"
+
+
+def word_switch(row) -> bool:
+    """The word-level switch every heatmap view shares (?words=1)."""
+    return row.toggle("Words", key="words", persist_state="session",
+                      help="Merge sentencepiece pieces into words: a word's weight is the sum over its pieces (rows "
+                           "still sum to 1), a word's row the mean of its pieces' rows.")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """Attention as a figure shows it: pieces or words, decoder rows labelled with what they produce."""
+
+    weights: np.ndarray  # (..., q_len, k_len), or (..., q_words, k_words) at word level
+    q_labels: list[str]
+    k_labels: list[str]
+    blocked: dict[str, np.ndarray]
+    produces: bool  # rows read "input → output": show viz.PRODUCES_CAPTION under the figure
+
+
+def shown(page: Page, kind: str, weights, words: bool) -> Shown:
+    """`weights` (..., q_len, k_len) of `kind` at piece or word level (see viz.words)."""
+    analysis = page.analysis
+    q_tokens, k_tokens = analysis.tokens(kind)
+    blocked = analysis.blocked(kind)
+    if words:
+        merged, q_words, k_words = viz.merge_words(weights, q_tokens, k_tokens)
+        return Shown(merged, q_words, k_words, viz.merge_blocked(blocked, q_tokens, k_tokens), False)
+    produces = analysis.attention.of(kind).query_side == "tgt"
+    if produces:
+        q_tokens = viz.produces_labels(q_tokens, analysis.output_tokens)
+    return Shown(np.asarray(weights), q_tokens, k_tokens, blocked, produces)
+
+
+def produces_caption(figure: Shown) -> None:
+    if figure.produces:
+        st.caption(viz.PRODUCES_CAPTION)
 
 
 def controls():
@@ -36,22 +89,43 @@ def head_title(kind: str, layer: int, head: int | None) -> str:
     return f"{KIND_LABELS[kind]} · layer {layer} · " + ("mean of heads" if head is None else f"head {head}")
 
 
-def head_picker(page: Page, *, layer: bool = True, head: bool = True,
-                allow_average: bool = False) -> tuple[str, int | None, int | None]:
+def step_setting(name: str, delta: int, count: int) -> None:
+    """Move the setting `name` (a layer, a head, a decoding step) by delta, within 0..count-1."""
+    st.session_state[name] = min(max(st.session_state[name] + delta, 0), count - 1)
+
+
+def stepper(row, name: str, count: int, keys: tuple[str, str], label: str) -> None:
+    """◀ and ▶ buttons for `name`, with keyboard shortcuts (keys: previous, next), as a lecturer steps through."""
+    value = st.session_state.get(name, 0)
+    row.button(f"◀ {label}", key=f"{name}-back", on_click=step_setting, args=(name, -1, count), shortcut=keys[0],
+               disabled=value <= 0, type="tertiary", help=f"Previous {label} (key {keys[0]})")
+    row.button(f"{label} ▶", key=f"{name}-next", on_click=step_setting, args=(name, 1, count), shortcut=keys[1],
+               disabled=value >= count - 1, type="tertiary", help=f"Next {label} (key {keys[1]})")
+
+
+def head_picker(page: Page, *, layer: bool = True, head: bool = True, allow_average: bool = False,
+                row=None) -> tuple[str, int | None, int | None]:
     """Kind, layer and head, shared by every view that shows one head (the same keys, kept between views).
-    head is None when averaging over heads (or not asked for), layer None when not asked for."""
-    row = controls()
+    head is None when averaging over heads (or not asked for), layer None when not asked for. In lecture mode,
+    keys step through them: L / Shift+L the layer, H / Shift+H the head. row: the controls() row to draw in (the
+    view's own options may follow on it)."""
+    row = row or controls()
     kind = draw(row.segmented_control, "Attention", "kind", page.kinds, format_func=KIND_LABELS.get, required=True,
                 persist_state="session")
     if not layer:
         return kind, None, None
-    chosen_layer = draw(row.segmented_control, "Layer", "layer", range(page.layers(kind)), required=True,
+    layers = page.layers(kind)
+    chosen_layer = draw(row.segmented_control, "Layer", "layer", range(layers), required=True,
                         persist_state="session")
+    if page.lecture and layers > 1:
+        stepper(row, "layer", layers, ("Shift+L", "L"), "layer")
     if not head:
         return kind, chosen_layer, None
-    head_slot = row.container()  # keeps the head before the average switch, which decides whether it is enabled
+    head_slot = row.container(horizontal=True, vertical_alignment="bottom", gap="small")
     average = allow_average and row.toggle("Average heads", key="average", persist_state="session",
                                            help="The mean of all heads' weights in this layer.")
     chosen_head = draw(head_slot.segmented_control, "Head", "head", page.heads(), required=True, disabled=average,
                        persist_state="session")
+    if page.lecture and not average:
+        stepper(head_slot, "head", len(page.heads()), ("Shift+H", "H"), "head")
     return kind, chosen_layer, None if average else chosen_head

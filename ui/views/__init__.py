@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ui.view import View
 
-from . import ablation, attention, compare, decoding, heads, masks, model, positional, training
+from . import ablation, attention, compare, decoding, head_view, heads, masks, model, positional, training
 
 VIEWS: list[View] = [
     attention.VIEW,
     model.VIEW,
+    head_view.VIEW,
     compare.VIEW,
     decoding.VIEW,
     masks.VIEW,

@@ -8,36 +8,40 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.view import View
-from ui.widgets import controls, head_label, head_picker, head_title, show_figure
+from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
 
 def render(page: Page) -> None:
-    kind, layer, head = head_picker(page, allow_average=True)
+    options = controls()  # one row for everything, so that the figure starts high on a projector
+    kind, layer, head = head_picker(page, allow_average=True, row=options)
     analysis = page.analysis
-    options = controls()
+    words = word_switch(options)
     show_masks = options.toggle("Mask overlays", key="masks", persist_state="session")
-    stages = options.toggle("Scores → masked → softmax", key="stages", persist_state="session",
-                            help="The three stages of attention side by side.")
+    stages = options.toggle("Scores → masked → softmax", key="stages", persist_state="session", disabled=words,
+                            help="The three stages of attention side by side (of pieces: scores do not add up into "
+                                 "words).")
     show_values, own_scale = False, False
     if not page.lecture:
         show_values = options.toggle("Numbers in cells", key="values", persist_state="session")
         own_scale = options.toggle("Own colour scale", key="own_scale", persist_state="session",
                                    help="On: this head's own range. Off: 0 to 1 for every head, so heads compare at a "
                                         "glance.")
-    q_tokens, k_tokens = analysis.tokens(kind)
-    blocked = analysis.blocked(kind)
-    weights, scores = analysis.head(kind, layer, head), analysis.head(kind, layer, head, part="scores")
+    figure = shown(page, kind, analysis.head(kind, layer, head), words)
     title = head_title(kind, layer, head)
-    if stages:
-        fig = viz.stages_figure(scores, blocked, weights, q_tokens, k_tokens, show_masks=show_masks, title=title,
+    if stages and not words:
+        fig = viz.stages_figure(analysis.head(kind, layer, head, part="scores"), figure.blocked, figure.weights,
+                                figure.q_labels, figure.k_labels, show_masks=show_masks, title=title,
                                 theme=page.theme)
     else:
-        fig = viz.head_heatmap(weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks,
-                               fixed_scale=not own_scale, show_values=show_values, title=title, theme=page.theme)
-    show_figure(page, fig, f"{kind}-{head_label(layer, head).replace(' ', '-')}", rows=len(q_tokens))
+        scores = None if words else analysis.head(kind, layer, head, part="scores")
+        fig = viz.head_heatmap(figure.weights, figure.q_labels, figure.k_labels, scores=scores, blocked=figure.blocked,
+                               show_masks=show_masks, fixed_scale=not own_scale, show_values=show_values, title=title,
+                               theme=page.theme)
+    show_figure(page, fig, f"{kind}-{head_label(layer, head).replace(' ', '-')}")
     st.caption("Rows are queries, columns keys; each row's weights sum to 1 over the keys it may attend to. "
                + ("Averaged scores are the mean of the heads' scores; the softmax of that mean is not shown."
-                  if head is None and stages else ""))
+                  if head is None and stages and not words else ""))
+    produces_caption(figure)
     if not page.lecture:
         export_downloads(page)
 

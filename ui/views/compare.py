@@ -9,7 +9,7 @@ from ui.analysis import KIND_LABELS, Unavailable
 from ui.page import Page
 from ui.state import FINAL, draw
 from ui.view import View
-from ui.widgets import controls, head_label, head_picker, head_title, show_figure
+from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
 COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
                "snapshots": "two snapshots"}
@@ -18,22 +18,26 @@ Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
 
 def render(page: Page) -> None:
     offered = [mode for mode in COMPARISONS if mode != "checkpoints" or page.comparable_checkpoints()]
-    mode = draw(st.segmented_control, "Compare", "compare", offered, format_func=COMPARISONS.get, required=True,
+    row = controls()
+    mode = draw(row.segmented_control, "Compare", "compare", offered, format_func=COMPARISONS.get, required=True,
                 persist_state="session")
+    words = word_switch(row)
     if "checkpoints" not in offered:
         st.caption("Two checkpoints can be compared when they share a vocabulary (none of the others does).")
     analysis = page.analysis
-    kind, layer, head = head_picker(page, head=mode != "layers")
+    kind, layer, head = head_picker(page, head=mode != "layers", row=row)
     a = (analysis.head(kind, layer, head), head_label(layer, head))
     compared = {"heads": other_head, "layers": other_head, "checkpoints": other_checkpoint,
                 "snapshots": two_snapshots}[mode](page, mode, kind, layer, head, a)
     if compared is None:
         return
     (a, label_a), (b, label_b) = compared
-    q_tokens, k_tokens = analysis.tokens(kind)
-    fig = viz.compare_figure(a, b, q_tokens, k_tokens, label_a, label_b, blocked=analysis.blocked(kind),
-                             title=f"{KIND_LABELS[kind]}: A − B (red: A attends more)", theme=page.theme)
-    show_figure(page, fig, f"compare-{mode}", rows=len(q_tokens))
+    figure, b = shown(page, kind, a, words), shown(page, kind, b, words).weights
+    fig = viz.compare_figure(figure.weights, b, figure.q_labels, figure.k_labels, label_a, label_b,
+                             blocked=figure.blocked, title=f"{KIND_LABELS[kind]}: A − B (red: A attends more)",
+                             theme=page.theme)
+    show_figure(page, fig, f"compare-{mode}")
+    produces_caption(figure)
 
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:

@@ -9,7 +9,7 @@ import viz
 from ui.page import Page
 from ui.state import draw, settle
 from ui.view import View
-from ui.widgets import PROBABILITY, controls, show_figure
+from ui.widgets import PROBABILITY, controls, show_figure, table_height, word_switch
 
 
 def step_by(delta: int, last: int) -> None:
@@ -20,24 +20,32 @@ def render(page: Page) -> None:
     steps = page.decoding()
     count = len(steps.prefix_tokens)  # one decoder input piece per step
     step = settle("step", range(count))
-    if count > 1:
-        row = controls()
-        row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back")
-        row.button("Next ▶", on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next")
+    row = controls()
+    if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
+        row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
+                   shortcut="Left", help="Previous step (key ←)")
+        row.button("Next ▶", on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
+                   shortcut="Right", help="Next step (key →)")
         step = row.slider("Step", 0, count - 1, key="step", persist_state="session")
+    words = word_switch(row)
     if page.beam_size > 1:
         st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")
     # One input, unpadded: cross-attention masks nothing here.
     # The step's query is the decoder input so far: <s> and the pieces of the earlier steps.
-    fig = viz.decoding_step_figure(steps.cross[:, :, step], list(steps.src_tokens),
-                                   list(steps.prefix_tokens[: step + 1]), step, theme=page.theme)
+    source, rows = list(steps.src_tokens), steps.cross[:, :, step]  # rows: (layers, heads, src_len)
+    if words:  # one query row per head: merged over the source's words only
+        merged, _, source = viz.merge_words(rows[:, :, None, :], ["query"], source)  # (layers, heads, 1, words)
+        rows = merged[:, :, 0]
+    prefix = list(steps.prefix_tokens[: step + 1])
+    fig = viz.decoding_step_figure(rows, source, prefix, step, theme=page.theme)
+    st.text(viz.decoding_step_caption(step, prefix))  # grows with every step: wrapped text, never a cut title
     left, right = st.columns([3, 2])
     with left:
         show_figure(page, fig, "decoding-step")
     with right:
         st.markdown(f"**Step {step}: the {len(steps.top[step])} most likely next pieces**")
         st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
-                     column_config={"probability": PROBABILITY})
+                     height=table_height(page), column_config={"probability": PROBABILITY})
         st.caption("Greedy decoding takes the first.")
     row = controls()
     layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self")), required=True,
@@ -52,7 +60,7 @@ def render(page: Page) -> None:
     growing = viz.head_heatmap(weights, labels, labels, blocked={viz.CAUSAL: causal},
                                title=f"decoder self-attention up to step {step} · layer {layer} · head {head}",
                                theme=page.theme)
-    show_figure(page, growing, "decoding-causal", rows=count)
+    show_figure(page, growing, "decoding-causal")
 
 
 VIEW = View("decoding", "Decoding", "Decoding", render)

@@ -38,7 +38,7 @@ def render(page: Page) -> None:
             continue
         fig = viz.mask_figure(blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
                               theme=page.theme)
-        show_figure(page, fig, f"masks-{kind}", rows=len(q_tokens))
+        show_figure(page, fig, f"masks-{kind}")
 
 
 VIEW = View("masks", "Masks", "Masks", render)

@@ -1,6 +1,7 @@
-"""Every layer × head of one kind at once; pick a head below to open it in the Attention view. (Plotly reports no
-clicks on the image panels the grid is drawn with, so a click cannot open it.)"""
+"""Every layer × head of one kind at once; click a panel (or pick a head below) to open it in the Attention view."""
 from __future__ import annotations
+
+from functools import partial
 
 import streamlit as st
 
@@ -8,7 +9,9 @@ import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.view import View
-from ui.widgets import head_label, head_picker, show_figure
+from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
+
+FIGURE_KEY = "figure-model-view"
 
 
 def open_head(layer: int, head: int) -> None:
@@ -16,19 +19,35 @@ def open_head(layer: int, head: int) -> None:
     st.session_state.update(layer=layer, head=head, average=False, view="attention")
 
 
+def open_clicked(panels: list) -> None:
+    """A click on a panel (its invisible hover heatmap reports the point): open that panel's head. panels: each
+    trace's meta ({"layer", "head"} or None), by curve number."""
+    points = st.session_state[FIGURE_KEY]["selection"]["points"]
+    for point in points:
+        meta = panels[point["curve_number"]] if point.get("curve_number", -1) < len(panels) else None
+        if meta:
+            open_head(meta["layer"], meta["head"])
+            return
+
+
 def render(page: Page) -> None:
-    kind, _, _ = head_picker(page, layer=False)
-    analysis = page.analysis
-    show_masks = st.toggle("Mask overlays", key="masks", persist_state="session")
-    q_tokens, k_tokens = analysis.tokens(kind)
-    fig = viz.model_view(analysis.stack(kind), q_tokens, k_tokens, blocked=analysis.blocked(kind),
+    row = controls()
+    kind, _, _ = head_picker(page, layer=False, row=row)
+    words = word_switch(row)
+    show_masks = row.toggle("Mask overlays", key="masks", persist_state="session")
+    figure = shown(page, kind, page.analysis.stack(kind), words)
+    fig = viz.model_view(figure.weights, figure.q_labels, figure.k_labels, blocked=figure.blocked,
                          show_masks=show_masks, title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
-    show_figure(page, fig, f"{kind}-all-heads")
+    panels = [trace.meta if isinstance(trace.meta, dict) else None for trace in fig.data]
+    show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
+                selection_mode="points")
+    produces_caption(figure)
     panels = [(layer, head) for layer in range(page.layers(kind)) for head in page.heads()]
     columns = st.columns([3, 2], vertical_alignment="bottom")
     chosen = columns[0].selectbox("Head to open", panels, format_func=lambda panel: head_label(*panel),
                                   key="model-pick")
     columns[1].button("Open in the Attention view", on_click=open_head, args=chosen, key="model-open")
+    st.caption("Click a panel to open its head in the Attention view.")
 
 
 VIEW = View("model", "Model view", "Model view", render)

@@ -5,7 +5,7 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import draw, settle, settle_all
+from ui.state import URL_STATE, draw, settle, settle_all
 from ui.view import View
 from ui.widgets import controls, show_figure
 
@@ -27,6 +27,8 @@ def render(page: Page) -> None:
         fig = viz.pe_heatmap(pe, title=f"{config.positional} positional encoding of the {PE_SIDES[side]}",
                              theme=page.theme)
     elif plot == "curves":
+        if st.session_state.pe_dims == URL_STATE["pe_dims"][1] and "pe_dims" not in st.session_state.url_pending:
+            st.session_state.pe_dims = viz.default_pe_dims(config.d_model)  # frequencies far apart, not 0-3
         settle_all("pe_dims", range(config.d_model))
         dims = st.multiselect("Dimensions", range(config.d_model), key="pe_dims", persist_state="session")
         fig = viz.pe_curves(pe, dims=dims, theme=page.theme)

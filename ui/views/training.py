@@ -1,8 +1,6 @@
 """The loss curve, and one head forming across the training snapshots."""
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 import viz
@@ -10,13 +8,15 @@ from ui.analysis import Unavailable
 from ui.page import Page
 from ui.state import FINAL, settle
 from ui.view import View
-from ui.widgets import head_picker, head_title, show_figure
+from ui.widgets import controls, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
 SNAPSHOT_COLUMNS = 5  # the usual four snapshots and the final model in one row
+METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact match"}  # the card's dev_metric
 
 
 def render(page: Page) -> None:
-    show_figure(page, viz.loss_curve(page.card.history, theme=page.theme), "loss-curve")
+    show_figure(page, viz.loss_curve(page.card.history, metric_name=METRIC_NAMES.get(page.card.task),
+                                             theme=page.theme), "loss-curve")
     if page.analysis is None:
         return
     snapshots = page.snapshots()
@@ -27,10 +27,9 @@ def render(page: Page) -> None:
     else:
         snapshot = FINAL
         st.info("This checkpoint's card lists no training snapshots.")
-    kind, layer, head = head_picker(page)
-    analysis = page.analysis
-    q_tokens, k_tokens = analysis.tokens(kind)
-    blocked = analysis.blocked(kind)
+    row = controls()
+    kind, layer, head = head_picker(page, row=row)
+    words = word_switch(row)
     try:
         at_snapshot = page.translation(beam_size=1, snapshot=snapshot)
         forming = [(page.snapshot_label(name), page.forced(snapshot=name).head(kind, layer, head))
@@ -41,14 +40,16 @@ def render(page: Page) -> None:
         return
     st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
     st.code(at_snapshot.text, language=None, wrap_lines=True)
-    current = dict(forming)[page.snapshot_label(snapshot)]
+    current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
+    forming = [(label, shown(page, kind, weights, words).weights) for label, weights in forming]
     title = head_title(kind, layer, head)
-    show_figure(page, viz.head_heatmap(current, q_tokens, k_tokens, blocked=blocked,
+    show_figure(page, viz.head_heatmap(current.weights, current.q_labels, current.k_labels, blocked=current.blocked,
                                        title=f"{title} at {page.snapshot_label(snapshot)}", theme=page.theme),
-                "training-head", rows=len(q_tokens))
-    show_figure(page, viz.snapshots_figure(forming, q_tokens, k_tokens, blocked=blocked, columns=SNAPSHOT_COLUMNS,
-                                           title=f"{title} across training", theme=page.theme),
-                "training-snapshots", rows=len(q_tokens) * math.ceil(len(forming) / SNAPSHOT_COLUMNS))
+                "training-head")
+    produces_caption(current)
+    show_figure(page, viz.snapshots_figure(forming, current.q_labels, current.k_labels, blocked=current.blocked,
+                                           columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
+                                           theme=page.theme), "training-snapshots")
     st.caption("Every snapshot reads the final model's output (teacher forcing), so the cells line up.")
 
 
