@@ -284,11 +284,9 @@ def test_command_line_writes_a_checkpoint(marian_folder, tmp_path, capsys):
         main(["marian", str(tmp_path / "nowhere"), str(tmp_path / "x")])
 
 
-# app.py (not this to edit) tells decoder padding by the "<pad>" piece, and a Marian decoder starts with the
-# pad id: its masks view then reports that the decoder self-attention mask differs from the model's. The fix belongs
-# in app.blocked_of: the first decoder input is the start token, never padding.
-APP_VIEWS = ("attention", "model", "compare", "decoding", "positional", "heads", "ablation", "training",
-             pytest.param("masks", marks=pytest.mark.xfail(strict=True, reason="app.py reads '<pad>' as padding")))
+# A Marian decoder starts with the pad id: the masks view must read the model's own masks, not the "<pad>" piece, or
+# it shows that start token as padding (ui.analysis reads the masks).
+APP_VIEWS = ("attention", "model", "compare", "decoding", "positional", "heads", "ablation", "training", "masks")
 
 
 @pytest.mark.parametrize("view", APP_VIEWS)

@@ -59,7 +59,7 @@ class Page:
         """A teacher-forced pass over exactly this analysis's ids, by a snapshot or another checkpoint (one of
         comparable_checkpoints()); label_probs holds each label's probability at its position."""
         path, version = ((self.path, self.version) if checkpoint is None else
-                         (passes.checkpoint_path(checkpoint), passes.folder_version(checkpoint)))
+                         (passes.checkpoint_path(checkpoint), passes.version_of(checkpoint)))
         analysis = self.analysis
         return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
                                      ablated, mode)
@@ -74,14 +74,17 @@ class Page:
 
     def comparable_checkpoints(self) -> list[str]:
         """The other loadable checkpoints with this one's vocabularies: they read this input's ids as the same
-        pieces, so their attention can be taken on exactly this sequence."""
+        pieces, so their attention can be taken on exactly this sequence. Reads their tokenizers, loads none."""
         mine = passes.vocabulary(self.path, self.version)
         names = []
-        for name in passes.checkpoint_names():
-            other = passes.loaded(name).checkpoint
-            if name != self.name and other is not None and \
-                    passes.vocabulary(passes.checkpoint_path(name), passes.folder_version(name)) == mine:
-                names.append(name)
+        for name, error in passes.folder_errors().items():
+            if name == self.name or error:
+                continue
+            try:
+                if passes.vocabulary(passes.checkpoint_path(name), passes.version_of(name)) == mine:
+                    names.append(name)
+            except passes.CheckpointError:  # changed since it was checked: offered again once it passes
+                continue
         return names
 
     def config_of(self, checkpoint: str):

@@ -2,13 +2,15 @@
 
 Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to app.py); a name from
 the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
-Models are loaded once per folder version and never changed (capture and ablation are per call). Passes are cached
-with st.cache_resource, not st.cache_data: every session gets the same read-only objects (ui.analysis) instead of
+Folders are checked without reading weights (transformer.inspect_checkpoint); only the checkpoints being shown are
+loaded, once per folder version, and never changed (capture and ablation are per call). Passes are cached with
+st.cache_resource, not st.cache_data: every session gets the same read-only objects (ui.analysis) instead of
 unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -18,12 +20,21 @@ import streamlit as st
 import torch
 
 from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
-                         checkpoint_folders, decode_steps, load_checkpoint, resolve_checkpoint)
+                         checkpoint_folders, checkpoint_version, decode_steps, load_checkpoint, resolve_checkpoint)
+from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
+                                    read_tokenizer)
+from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 
 from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
+
+
+# Loaded checkpoints are kept per folder version, without a count bound (a fixed one thrashed at 9+ folders): only
+# the checkpoints someone looks at are loaded, and an hour without a look frees one (and a training folder's old
+# versions).
+KEPT_FOR = datetime.timedelta(hours=1)
 
 
 class Loaded(NamedTuple):
@@ -35,28 +46,39 @@ def checkpoints_dir() -> Path:
     return Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parents[1] / "checkpoints"))
 
 
-def checkpoint_names() -> list[str]:
-    """The checkpoint folders: the only names the app accepts, from the UI or a link."""
-    return checkpoint_folders(checkpoints_dir())
-
-
 def checkpoint_path(name: str) -> str:
     return str(resolve_checkpoint(checkpoints_dir(), name))
 
 
-def folder_version(name: str) -> int:
+def version_of(name: str) -> int:
     """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
-    path = Path(checkpoint_path(name))
-    stamps = [path.stat().st_mtime_ns]
-    for file in path.iterdir():
-        try:
-            stamps.append(file.stat().st_mtime_ns)
-        except FileNotFoundError:  # a trainer replaced it between listing and reading: the folder's stamp moved
-            continue
-    return max(stamps)
+    return checkpoint_version(checkpoints_dir() / name)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Loading the checkpoint…")
+def unexpected(path: str, error: Exception) -> str:
+    return f"{path}: unexpected {type(error).__name__}: {error}"
+
+
+@st.cache_resource(ttl=KEPT_FOR, show_spinner=False)
+def folder_error(path: str, version: int) -> str:
+    """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors)."""
+    try:
+        inspect_checkpoint(path)
+        return ""
+    except CheckpointError as error:
+        return str(error)
+    except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
+        return unexpected(path, error)
+
+
+def folder_errors() -> dict[str, str]:
+    """Every checkpoint folder (the only names the app accepts, from the UI or a link) and why it cannot be loaded
+    ("" if it can). Reads no weights, never blocks on a file, and is checked again only when the folder changes."""
+    root = checkpoints_dir()
+    return {name: folder_error(str(root / name), version_of(name)) for name in checkpoint_folders(root)}
+
+
+@st.cache_resource(ttl=KEPT_FOR, show_spinner="Loading the checkpoint…")
 def load(path: str, version: int) -> Loaded:
     """The checkpoint at `path`, loaded once and shared by every session. A failure is kept too, so a broken folder
     is not read again until it changes."""
@@ -64,18 +86,25 @@ def load(path: str, version: int) -> Loaded:
         return Loaded(load_checkpoint(path), "")
     except CheckpointError as error:
         return Loaded(None, str(error))
+    except Exception as error:  # noqa: BLE001 - a check the library lacks must not take every session down
+        return Loaded(None, unexpected(path, error))
 
 
 def loaded(name: str) -> Loaded:
-    return load(checkpoint_path(name), folder_version(name))
+    try:
+        return load(checkpoint_path(name), version_of(name))
+    except CheckpointError as error:  # the folder went away since it was listed
+        return Loaded(None, str(error))
 
 
-@st.cache_resource(max_entries=16, show_spinner="Loading the training snapshot…")
+@st.cache_resource(ttl=KEPT_FOR, show_spinner="Loading the training snapshot…")
 def load_snapshot(path: str, version: int, snapshot: str) -> torch.nn.Module:
     try:
         return load(path, version).checkpoint.load_snapshot(snapshot)
     except CheckpointError as error:
         raise Unavailable(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - as in load()
+        raise Unavailable(unexpected(path, error)) from None
 
 
 def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
@@ -83,12 +112,15 @@ def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
     return load(path, version).checkpoint.model if snapshot == FINAL else load_snapshot(path, version, snapshot)
 
 
-@st.cache_resource(max_entries=16)
+@st.cache_resource(ttl=KEPT_FOR, show_spinner=False)
 def vocabulary(path: str, version: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Every source and target piece by id: two checkpoints with the same can read the same ids."""
-    checkpoint = load(path, version).checkpoint
-    return tuple(tuple(tokenizer.pieces(range(tokenizer.vocab_size)))
-                 for tokenizer in (checkpoint.src_tokenizer, checkpoint.tgt_tokenizer))
+    """Every source and target piece by id: two checkpoints with the same can read the same ids. Reads the config
+    and tokenizers only, so finding the checkpoints comparable to one loads none of them. CheckpointError if the
+    folder changed since it was checked."""
+    folder, config = Path(path), read_config(Path(path))
+    return tuple(tuple(read_tokenizer(folder, file, size).pieces(range(size)))
+                 for file, size in ((SRC_TOKENIZER_FILE, config.src_vocab_size),
+                                    (TGT_TOKENIZER_FILE, config.tgt_vocab_size)))
 
 
 def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -> Attention:

@@ -10,15 +10,18 @@ import viz
 from . import passes
 from .analysis import Analysis
 from .page import Page
-from .state import MAX_INPUT_CHARS, draw, settle
+from .plain import plain
+from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
 from .widgets import PROBABILITY
 
 
-def use_first_example() -> None:
-    """A new checkpoint starts on its own first example: the last one's input rarely suits it."""
+def use_card_defaults() -> None:
+    """A new checkpoint starts on its own first example and decoding: the last one's rarely suit it."""
     checkpoint = passes.loaded(st.session_state.checkpoint).checkpoint
     if checkpoint is not None and checkpoint.card.examples:
         st.session_state.text = checkpoint.card.examples[0]
+    for name in ("decoding", "beam"):
+        st.session_state.pop(name, None)
 
 
 def use_example() -> None:
@@ -31,39 +34,53 @@ def metric_text(value) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def list_broken(errors: dict[str, str]) -> None:
+    """Each folder that cannot be loaded, with why, as plain text (folder names and reasons are not Markdown)."""
+    with st.sidebar.expander(f"{len(errors)} folder(s) cannot be loaded", expanded=not st.session_state.lecture):
+        for name, error in errors.items():
+            st.text(f"{name}: cannot be loaded: {error}")
+
+
 def choose_checkpoint() -> str | None:
-    """The checkpoint picker and its card; None (after saying why) when it cannot be used."""
-    names = passes.checkpoint_names()
-    loaded = {name: passes.loaded(name) for name in names}
-    usable = [name for name in names if loaded[name].checkpoint is not None]
+    """The checkpoint picker (loadable folders only), the folders that cannot be loaded, and the chosen checkpoint's
+    card; None (after saying why) when no checkpoint can be used. Only the chosen checkpoint is loaded."""
+    errors = passes.folder_errors()
+    usable = [name for name, error in errors.items() if not error]
     if not usable:
-        st.error(f"No loadable checkpoint in {passes.checkpoints_dir()}. Train one with `python -m transformer.train` "
-                 "(see the README), or point ATLAS_CHECKPOINTS at a folder of checkpoints.")
-        for name in names:
-            st.code(loaded[name].error, language=None)
+        st.error(f"No loadable checkpoint in {plain(passes.checkpoints_dir())}. Train one with "
+                 "`python -m transformer.train` (see the README), or point ATLAS_CHECKPOINTS at a folder of "
+                 "checkpoints.")
+    else:
+        draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", usable, usable[0], on_change=use_card_defaults)
+    broken = {name: error for name, error in errors.items() if error}
+    if broken:
+        list_broken(broken)
+    if not usable:
         return None
-    name = draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", names, usable[0], on_change=use_first_example,
-                format_func=lambda n: n if loaded[n].checkpoint is not None else f"{n} (cannot be loaded)")
-    if loaded[name].checkpoint is None:
-        st.error(f"The checkpoint `{name}` cannot be loaded; the others still can. Its folder may still be training.")
-        st.code(loaded[name].error, language=None)
+    name = st.session_state.checkpoint
+    loaded = passes.loaded(name)
+    if loaded.checkpoint is None:  # it passed the checks but its tensors did not (NaN, wrong shapes, ...)
+        st.error("This checkpoint cannot be loaded; the others still can. Its folder may still be training.")
+        st.text(f"{name}: cannot be loaded: {loaded.error}")
         return None
-    checkpoint = loaded[name].checkpoint
+    checkpoint = loaded.checkpoint
     card, config = checkpoint.card, checkpoint.config
-    with st.sidebar.expander(f"Model card · {card.task}", expanded=not st.session_state.lecture):
-        st.markdown(card.description)
+    with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=not st.session_state.lecture):
+        st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
                    f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
                    f"d_model {config.d_model} · max_len {config.max_len}")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
-            rows = [(metric.replace("_", " "), metric_text(value)) for metric, value in card.metrics.items()]
+            rows = [(plain(metric.replace("_", " ")), plain(metric_text(value)))  # st.table reads its cells as Markdown
+                    for metric, value in card.metrics.items()]
             st.table(pd.DataFrame(rows, columns=["metric", "value"]), hide_index=True)
-        st.caption(f"Data: {card.data}")
+        st.text(f"Data: {card.data}")
     return name
 
 
-def choose_input(examples: list[str]) -> tuple[str, int]:
-    """The input text (typed, or one of the card's examples) and the beam size (1 = greedy)."""
+def choose_input(examples: list[str], card_beam_size: int) -> tuple[str, int]:
+    """The input text (typed, or one of the card's examples) and the beam size (1 = greedy; unless a link says
+    otherwise, as the card's `decoding` says)."""
     sidebar = st.sidebar
     st.session_state.setdefault("text", examples[0] if examples else "")
     if len(st.session_state.text) > MAX_INPUT_CHARS:  # Streamlit cuts typed text to max_chars, but not a link's
@@ -74,11 +91,12 @@ def choose_input(examples: list[str]) -> tuple[str, int]:
     if examples:
         sidebar.selectbox("Examples from the model card", examples, index=None, key="example",
                           on_change=use_example, placeholder="Pick an example…")
-    decoding = draw(sidebar.segmented_control, "Decoding", "decoding", ("greedy", "beam"), required=True)
+    decoding = draw(sidebar.segmented_control, "Decoding", "decoding", ("greedy", "beam"),
+                    "beam" if card_beam_size > 1 else "greedy", required=True)
     if decoding == "greedy":
         return st.session_state.text, 1
-    settle("beam", range(2, 9))
-    return st.session_state.text, sidebar.slider("Beam size", 2, 8, key="beam")
+    settle("beam", range(2, passes.MAX_BEAM_SIZE + 1), max(card_beam_size, DEFAULT_BEAM_SIZE))
+    return st.session_state.text, sidebar.slider("Beam size", 2, passes.MAX_BEAM_SIZE, key="beam")
 
 
 def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
@@ -109,7 +127,7 @@ def show_output(page: Page) -> None:
         shown, output = st.columns(2)
         shown.caption("Input")
         shown.code(page.text, language=None, wrap_lines=True)
-    output.caption(f"Output of `{page.name}`" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
+    output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
                                                 else ", greedy"))
     output.code(analysis.text or "(empty: the model ended at once)", language=None, wrap_lines=True)
     if page.lecture:
@@ -135,8 +153,8 @@ def build_page() -> Page | None:
     if name is None:
         return None
     checkpoint = passes.loaded(name).checkpoint
-    text, beam_size = choose_input(checkpoint.card.examples)
-    path, version = passes.checkpoint_path(name), passes.folder_version(name)
+    text, beam_size = choose_input(checkpoint.card.examples, checkpoint.card.decoding.get("beam_size", 1))
+    path, version = passes.checkpoint_path(name), passes.version_of(name)
     try:
         analysis = passes.translate(path, version, text, beam_size)
     except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do

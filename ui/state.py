@@ -7,11 +7,14 @@ without Streamlit.
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Mapping
 
 import streamlit as st
 
 MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len anyway
+MAX_LINK_ITEMS = 64  # of a link's list (heads to switch off, dimensions to plot): more than any model shown here has
+DEFAULT_BEAM_SIZE = 4  # when beam search is picked and neither the link nor the card says how wide
 FINAL = "final"  # the trained model, listed after the card's snapshots
 
 
@@ -23,12 +26,17 @@ def flag(text: str) -> bool:
     raise ValueError(text)
 
 
+def unique(values) -> list:
+    """The first MAX_LINK_ITEMS distinct values, in order: a link repeating one 20,000 times costs nothing."""
+    return list(itertools.islice(dict.fromkeys(values), MAX_LINK_ITEMS))
+
+
 def items(text: str) -> list[str]:
-    return [item for item in text.split(",") if item]
+    return unique(item for item in text.split(",") if item)
 
 
 def numbers(text: str) -> list[int]:
-    return [int(item) for item in items(text)]
+    return unique(int(item) for item in text.split(",") if item)
 
 
 # Query parameter -> (parser of its text, default). Every one is also the session-state key of its widget.
@@ -46,8 +54,8 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "stages": (flag, False),
     "values": (flag, False),
     "own_scale": (flag, False),
-    "decoding": (str, "greedy"),
-    "beam": (int, 4),
+    "decoding": (str, None),
+    "beam": (int, None),
     "pad_src": (int, 0),
     "pad_tgt": (int, 0),
     "lecture": (flag, False),

@@ -7,6 +7,7 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS, Unavailable
 from ui.page import Page
+from ui.plain import plain
 from ui.state import FINAL, draw
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
@@ -62,15 +63,15 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
     config = page.config_of(name_b)
     longest = max(len(page.analysis.src_ids), len(page.analysis.tgt_ids))
     if layer >= config.layers_of(kind) or (head is not None and head >= config.num_heads):
-        st.info(f"`{name_b}` has no {head_title(kind, layer, head)}: it has {config.layers_of(kind)} layer(s) and "
+        st.info(f"{plain(name_b)} has no {head_title(kind, layer, head)}: it has {config.layers_of(kind)} layer(s) and "
                 f"{config.num_heads} heads.")
         return None
     if longest > config.max_len:
-        st.info(f"`{name_b}` reads at most {config.max_len} tokens, fewer than this sequence has.")
+        st.info(f"{plain(name_b)} reads at most {config.max_len} tokens, fewer than this sequence has.")
         return None
     b = page.forced(checkpoint=name_b).head(kind, layer, head)
-    st.caption(f"B (`{name_b}`) reads the same source and, teacher-forced, the same decoder input as A "
-               f"(`{page.name}`).")
+    st.caption(f"B ({plain(name_b)}) reads the same source and, teacher-forced, the same decoder input as A "
+               f"({plain(page.name)}).")
     return (a[0], f"{page.name} {a[1]}"), (b, f"{name_b} {head_label(layer, head)}")
 
 

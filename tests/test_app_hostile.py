@@ -1,0 +1,158 @@
+"""The app beside hostile checkpoint folders (tests/test_hostile.py's cases): the good checkpoint is served, each bad
+folder is listed with its reason, nothing blocks, only the shown checkpoint is loaded, and card text is shown as
+typed (no Markdown: no remote image, no link). Headless (AppTest) and in a real browser."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
+from helpers import APP
+from test_hostile import CASES
+from transformer.checkpoint import CARD_FILE
+from ui.plain import plain
+
+pytestmark = pytest.mark.slow  # every test runs the whole app
+
+IMAGE, LINK = "![x](http://example.invalid/p.png)", "[a link](http://example.invalid/page)"
+CARD_TEXT = {"description": f"Looks harmless {IMAGE} and {LINK} **bold** `code",
+             "task": f"reverse {IMAGE}", "data": f"credit {LINK}"}
+IN_THE_BROWSER = ("card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
+                  "config-d-model-1e9", "config-eps-tiny")
+NOT_LISTED = ("weights-nan", "snapshot-fifo")  # pass the checks; fail once their tensors are read
+
+
+def hostile_folder(tiny_checkpoint: Path, root: Path, cases) -> Path:
+    """`root` with "good" (the tiny checkpoint, its card text full of Markdown) and one damaged copy per case."""
+    shutil.copytree(tiny_checkpoint, root / "good", ignore=shutil.ignore_patterns("resume.pt"))
+    card = json.loads((root / "good" / CARD_FILE).read_text())
+    (root / "good" / CARD_FILE).write_text(json.dumps({**card, **CARD_TEXT}))
+    for name in cases:
+        shutil.copytree(tiny_checkpoint, root / name, ignore=shutil.ignore_patterns("resume.pt"))
+        CASES[name].plant(root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def listed_cases() -> list[str]:
+    return [name for name, case in CASES.items() if case.listed]
+
+
+@pytest.fixture(scope="module")
+def hostile_root(tiny_checkpoint, tmp_path_factory, listed_cases) -> Path:
+    return hostile_folder(tiny_checkpoint, tmp_path_factory.mktemp("hostile-app"), [*listed_cases, *NOT_LISTED])
+
+
+def run_app(root: Path, monkeypatch, **query):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown_as_markdown(at) -> str:
+    """Everything the page hands to Markdown: labels, captions, notices, tables."""
+    parts = [element.value for element in [*at.markdown, *at.caption, *at.error, *at.warning, *at.info]]
+    parts += [expander.label for expander in at.expander]
+    parts += [str(cell) for table in at.table for cell in table.value.to_numpy().ravel()]
+    return "\n".join(parts)
+
+
+def test_the_good_checkpoint_is_served_and_each_bad_folder_listed(hostile_root, listed_cases, monkeypatch):
+    loads = []
+    import ui.passes
+    real = ui.passes.load_checkpoint
+    monkeypatch.setattr(ui.passes, "load_checkpoint", lambda path: loads.append(Path(path).name) or real(path))
+    at = run_app(hostile_root, monkeypatch)
+    assert at.selectbox(key="checkpoint").options == ["good", *sorted(NOT_LISTED)]
+    assert at.selectbox(key="checkpoint").value == "good"
+    assert at.code[0].value  # the translation
+    assert loads == ["good"]  # the others are checked, not loaded
+    listed = {text.value.split(": cannot be loaded: ")[0]: text.value.split(": cannot be loaded: ", 1)[1]
+              for text in at.text if ": cannot be loaded: " in text.value}
+    assert listed.keys() == set(listed_cases)
+    for name, reason in listed.items():
+        assert re.search(CASES[name].match, reason), (name, reason)
+
+
+def test_card_text_is_shown_as_typed(hostile_root, monkeypatch):
+    at = run_app(hostile_root, monkeypatch)
+    texts = [text.value for text in at.text]
+    assert CARD_TEXT["description"] in texts and f"Data: {CARD_TEXT['data']}" in texts
+    assert f"Model card · {plain(CARD_TEXT['task'])}" in [expander.label for expander in at.expander]
+    markdown = shown_as_markdown(at)
+    assert "](http" not in markdown, markdown  # every bracket that could open an image or a link is escaped
+
+
+@pytest.mark.parametrize("name", NOT_LISTED)
+def test_a_folder_failing_on_its_tensors_is_reported_not_raised(hostile_root, monkeypatch, name):
+    at = run_app(hostile_root, monkeypatch, checkpoint=name, view="training")
+    if name == "weights-nan":
+        assert any("cannot be loaded" in error.value for error in at.error)
+        assert any(re.search(CASES[name].match, text.value) for text in at.text)
+    else:  # the checkpoint loads; its damaged snapshot is reported where it is needed
+        assert at.selectbox(key="checkpoint").value == name
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"pe_dims": ",".join(["1"] * 20_000 + [str(n) for n in range(200)])}, [1, *range(0, 200)]),
+    ({"ablate": ",".join(["decoder.0.cross:1"] * 5_000)}, ["decoder.0.cross:1"]),
+])
+def test_link_lists_are_deduplicated_and_capped(query, expected):
+    from ui.state import MAX_LINK_ITEMS, parse_query
+
+    values, _ = parse_query(query)
+    assert values[next(iter(query))] == list(dict.fromkeys(expected))[:MAX_LINK_ITEMS]
+
+
+def test_the_cards_decoding_is_the_default_unless_the_link_says(tiny_checkpoint, tmp_path, monkeypatch):
+    root = hostile_folder(tiny_checkpoint, tmp_path, [])
+    card = json.loads((root / "good" / CARD_FILE).read_text())
+    (root / "good" / CARD_FILE).write_text(json.dumps({**card, "decoding": {"beam_size": 12}}))
+    at = run_app(root, monkeypatch)
+    assert at.slider(key="beam").value == 12
+    assert any("beam search with 12 beams" in caption.value for caption in at.caption)
+    at = run_app(root, monkeypatch, decoding="greedy")
+    assert "beam" not in [slider.key for slider in at.slider]
+    assert any(", greedy" in caption.value for caption in at.caption)
+    at = run_app(root, monkeypatch, beam="65")  # beyond the library's bound: the card's
+    assert at.slider(key="beam").value == 12
+
+
+# ------------------------------------------------------------------------------------------------- in a browser
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_in_a_browser_nothing_is_fetched_elsewhere_and_card_text_is_literal(tiny_checkpoint, tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
+    root = hostile_folder(tiny_checkpoint, tmp_path / "checkpoints", IN_THE_BROWSER)
+    hosts = set()
+    try:
+        with streamlit_server(root, tmp_path / "streamlit.log") as (url, _), sync_api.sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 1000})
+                page.set_default_timeout(RUN_S * 1000)
+                page.on("request", lambda request: hosts.add(urllib.parse.urlsplit(request.url).hostname))
+                page.goto(url)
+                page.wait_for_selector(".js-plotly-plot")
+                wait_for_rerun(page)
+                page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
+                body = page.inner_text("body")
+            finally:
+                browser.close()
+    except ServerError as error:
+        pytest.fail(str(error))
+    assert hosts <= {"127.0.0.1", None}, hosts  # None: data: and blob: addresses
+    assert IMAGE in body and LINK in body and "**bold**" in body
+    for name in IN_THE_BROWSER:
+        assert f"{name}: cannot be loaded: " in body, name
