@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ui.view import View
 
-from . import ablation, attention, compare, decoding, heads, masks, model, positional, training
+from . import ablation, attention, attribution, compare, decoding, heads, masks, model, patching, positional, training
 
 VIEWS: list[View] = [
     attention.VIEW,
@@ -16,5 +16,7 @@ VIEWS: list[View] = [
     heads.VIEW,
     ablation.VIEW,
     training.VIEW,
+    attribution.VIEW,
+    patching.VIEW,
 ]
 BY_KEY = {view.key: view for view in VIEWS}
