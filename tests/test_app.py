@@ -15,6 +15,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import transformer
+import transformer.attribution
+import transformer.patching
 import transformer.tokenizer
 import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
@@ -461,7 +463,8 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
             "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
-            "stat_y": "entropy", "words": "1", "lines_heads": "1,2"}
+            "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
+            "patch_position": "1"}
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])
@@ -606,3 +609,50 @@ def test_a_refused_link_value_is_named_with_what_is_used_instead(app):
     assert "The link's `checkpoint` value `nope` is not available here, so `tiny-reverse` is used instead." \
         in link_notices(at)
     assert "The link's `head` value `9` is not available here, so `0` is used instead." in link_notices(at)
+
+
+# ---------------------------------------------------------------------------------------------- attribution views
+
+
+@pytest.mark.parametrize("view", ["attribution", "patching"])
+def test_attribution_views_render_on_reverse(app, reverse_checkpoints, monkeypatch, view):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
+    at = ok(app(view=view, text="abc12"))
+    assert len(charts(at)) == 2
+    assert not at.warning
+
+
+def test_attribution_shows_the_librarys_arrays(app, app_checkpoints):
+    at = ok(app(view="attribution", text="attr9", attr_token="2"))
+    expected = transformer.attribution.explain(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]), "attr9")
+    methods = panels(at, 0)
+    assert len(methods) == len(expected.methods)
+    cross = expected.methods["attention_last"]
+    np.testing.assert_allclose(methods[0], cross / np.abs(cross).max(), atol=1e-6)  # each panel over its peak
+    row = array(figure(at, 1)["data"][0]["z"])  # one output piece: method x source
+    np.testing.assert_allclose(row[0], cross[2] / np.abs(cross[2]).max(), atol=1e-6)
+    assert at.selectbox(key="attr_token").value == 2
+    assert "integrated_gradients" in " ".join(texts(at.text))
+    assert at.dataframe[-1].value["method"].tolist()[-1] == "random"  # the README's faithfulness table
+
+
+def test_patching_an_input_with_itself_changes_nothing(app):
+    at = ok(app(view="patching", text="patch3"))
+    assert at.text_input(key="corrupt").value == "patch3"
+    heads = panels(at, 0)
+    assert heads and all(np.all(table == 0) for table in heads)
+    assert "clean" in at.text[0].value
+
+
+def test_patching_an_edited_input_shows_effects(app, app_checkpoints):
+    at = ok(app(view="patching", text="patch3", corrupt="patch4", patch_position="1"))
+    result, _ = transformer.patching.patch_texts(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]),
+                                                 "patch3", "patch4", 1)
+    np.testing.assert_allclose(panels(at, 0)[0], result.heads["encoder.self"], atol=1e-6)
+    assert at.query_params["corrupt"] == "patch4"
+
+
+def test_patching_inputs_of_different_lengths_says_so(app):
+    at = ok(app(view="patching", text="patch3", corrupt="patch34"))
+    assert "cannot be patched" in at.warning[0].value
+    assert len(charts(at)) == 1  # the logit lens still shows

@@ -93,3 +93,22 @@ class Page:
         if loaded.checkpoint is None:
             raise Unavailable(loaded.error)
         return loaded.checkpoint.config
+
+    # ------------------------------------------------------------------------------------------ attribution views
+
+    def explained(self) -> passes.Explained:
+        """Every attribution method's (outputs x source) array for this input's default decoding."""
+        return passes.explained(self.path, self.version, self.text)
+
+    def lens(self) -> passes.Lens:
+        """The logit lens of this input's default decoding: each decoder stage's top pieces."""
+        return passes.lens(self.path, self.version, self.text)
+
+    def patched(self, corrupted: str, position: int) -> passes.Patched:
+        """Activation patching from this input (clean) into `corrupted`, measured at output `position`."""
+        return passes.patched(self.path, self.version, self.text, corrupted, position)
+
+    @staticmethod
+    def faithfulness_table() -> tuple[str, ...]:
+        """The README's faithfulness table as Markdown lines (() if it has none)."""
+        return passes.faithfulness_table(passes.readme_version())

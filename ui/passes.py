@@ -194,3 +194,82 @@ def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
 def positional_table(path: str, version: int, side: str) -> np.ndarray:
     """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt')."""
     return read_only(load(path, version).checkpoint.model.positional_table(side).numpy())
+
+
+# ---------------------------------------------------------------------------------------------- attribution views
+# Attribution, activation patching and the logit lens of one input (transformer.attribution, .patching, .lens), as
+# read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's decoding).
+
+from transformer import attribution  # noqa: E402 (kept in this block: other work edits the top of this file)
+from transformer.lens import logit_lens  # noqa: E402
+from transformer.patching import patch_texts  # noqa: E402
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+class Explained(NamedTuple):
+    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (outputs, src_len)) in transformer.attribution's order
+    src_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+
+
+class Lens(NamedTuple):
+    stages: tuple[str, ...]
+    top_pieces: tuple[tuple[tuple[str, ...], ...], ...]  # [stage][position][rank], most likely first
+    top_probs: np.ndarray  # (stages, tgt_len, top_k)
+    src_tokens: tuple[str, ...]
+    tgt_tokens: tuple[str, ...]  # decoder input, <s> first
+    output_tokens: tuple[str, ...]  # the piece each decoder position predicts
+
+
+class Patched(NamedTuple):
+    error: str  # why the two inputs cannot be patched ("" if they can); the arrays are empty then
+    heads: tuple[tuple[str, np.ndarray], ...] = ()  # (attention kind, (layers, heads))
+    positions: tuple[tuple[str, np.ndarray], ...] = ()  # ("encoder", (layers, src_len)), ("decoder", (layers, tgt_len))
+    clean_log_prob: float = 0.0
+    corrupted_log_prob: float = 0.0
+
+
+@st.cache_resource(max_entries=32, show_spinner="Attributing every output piece by every method…")
+def explained(path: str, version: int, text: str) -> Explained:
+    explanation = attribution.explain(load(path, version).checkpoint, text)
+    return Explained(tuple((name, read_only(matrix)) for name, matrix in explanation.methods.items()),
+                     tuple(explanation.src_tokens), tuple(explanation.output_tokens))
+
+
+@st.cache_resource(max_entries=32, show_spinner="Reading the decoder's residual stream…")
+def lens(path: str, version: int, text: str) -> Lens:
+    checkpoint = load(path, version).checkpoint
+    translation = checkpoint.translate(text)
+    result = logit_lens(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids)
+    pieces = tuple(tuple(tuple(ranked) for ranked in stage) for stage in result.top_pieces(checkpoint.tgt_tokenizer))
+    return Lens(tuple(result.stages), pieces, read_only(result.top_probs), tuple(translation.src_tokens),
+                tuple(translation.tgt_tokens),
+                tuple(translation.output_tokens))
+
+
+@st.cache_resource(max_entries=32, show_spinner="Patching every head and position…")
+def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> Patched:
+    try:
+        result, _ = patch_texts(load(path, version).checkpoint, clean, corrupted, position)
+    except ValueError as error:
+        return Patched(str(error))
+    return Patched("", tuple((kind, read_only(table)) for kind, table in result.heads.items()),
+                   tuple((stack, read_only(table)) for stack, table in result.positions.items()),
+                   result.clean_log_prob, result.corrupted_log_prob)
+
+
+@st.cache_data(max_entries=4)
+def faithfulness_table(version: int) -> tuple[str, ...]:
+    """The README's faithfulness table (`python -m transformer.faithfulness` made it; too slow to run per page),
+    as its Markdown lines; () when the README has none."""
+    lines = README.read_text(encoding="utf-8").splitlines() if README.exists() else []
+    start = next((i for i, line in enumerate(lines) if line.startswith("| method |")), None)
+    if start is None:
+        return ()
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return tuple(lines[start:end])
+
+
+def readme_version() -> int:
+    return README.stat().st_mtime_ns if README.exists() else 0

@@ -79,6 +79,9 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "stat_y": (str, "mean_distance"),
     "words": (flag, False),
     "lines_heads": (numbers, [0]),
+    "attr_token": (int, 0),
+    "corrupt": (str, None),
+    "patch_position": (int, 0),
 }
 ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
 SHOWN_CHARS = 40  # of a refused link value in its notice

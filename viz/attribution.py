@@ -69,8 +69,7 @@ def token_attribution_figure(methods, src_tokens, row: int, output_token, *, tit
     peak = np.abs(matrix).max(axis=1, keepdims=True)
     scaled = matrix / np.where(peak > 0, peak, 1.0)
     fig = subplots(1, 1)
-    add_matrix(fig, scaled, names, src_tokens, axis_names=("method", "source"), value_name="share of the row's peak",
-               show_values=len(src_tokens) <= 24)
+    add_matrix(fig, scaled, names, src_tokens, axis_names=("method", "source"), value_name="share of the row's peak")
     set_colour_axis(fig, "coloraxis", DIVERGING, -1.0, 1.0, "of peak")
     line = _line_px(theme)
     fig.update_layout(height=int(max(300, line * len(names) / 0.6 + 160)),
@@ -94,7 +93,7 @@ def patching_figure(heads, positions, position_tokens, *, title="Activation patc
         table = np.asarray(table, dtype=float)
         layer_names = [f"L{layer}" for layer in range(table.shape[0])]
         add_matrix(fig, table, layer_names, [f"H{head}" for head in range(table.shape[1])], row=1, col=col,
-                   axis_names=("layer", "head"), value_name="Δ log p", show_values=table.size <= 64)
+                   axis_names=("layer", "head"), value_name="Δ log p")
     for col, (stack, table) in enumerate(positions.items(), start=1):
         table = np.asarray(table, dtype=float)
         add_matrix(fig, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack], row=2,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ui.view import View
 
-from . import ablation, attention, compare, decoding, head_view, heads, masks, model, positional, training
+from . import (ablation, attention, attribution, compare, decoding, head_view, heads, masks, model, patching,
+               positional, training)
 
 VIEWS: list[View] = [
     attention.VIEW,
@@ -17,5 +18,7 @@ VIEWS: list[View] = [
     heads.VIEW,
     ablation.VIEW,
     training.VIEW,
+    attribution.VIEW,
+    patching.VIEW,
 ]
 BY_KEY = {view.key: view for view in VIEWS}

@@ -1,0 +1,65 @@
+"""Is attention explanation? Eight attribution methods side by side for this input, one output piece by every
+method, and how faithful each method was measured to be (the README's table)."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.state import settle
+from ui.view import View
+from ui.widgets import show_figure
+
+# What each method is, in a sentence (transformer/attribution.py has the formulas).
+METHOD_NOTES = {
+    "attention_last": "cross-attention weights of the last decoder layer, heads averaged.",
+    "attention_mean": "cross-attention weights averaged over every layer and head.",
+    "value_norms": "‖Σ α·f(x)‖ of the last cross-attention layer: how far each source token's weighted value vector "
+                   "actually moves the output (Kobayashi et al. 2020), not just how much weight it gets.",
+    "rollout": "attention multiplied through every layer of all three kinds, the residual counted as half (Abnar & "
+               "Zuidema 2020).",
+    "flow": "the same graph as rollout with weights as capacities: the maximum flow from the output to each source "
+            "token (Abnar & Zuidema 2020).",
+    "alti_plus": "each token's share of every attention block's output vector (attention, residual and norm), "
+                 "rolled out over the layers (Ferrando et al. 2022).",
+    "input_x_gradient": "embedding × gradient of the output's log-probability: a one-point, signed local estimate.",
+    "integrated_gradients": "the gradient integrated from a zero embedding to the real one (Sundararajan et al. 2017); "
+                            "signed, and its row sums to the change of the log-probability.",
+}
+
+
+def table(lines: tuple[str, ...]) -> pd.DataFrame:
+    """A Markdown table's lines as a DataFrame (its second line is the separator)."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    return pd.DataFrame(rows[2:], columns=rows[0])
+
+
+def render(page: Page) -> None:
+    explained = page.explained()
+    methods = dict(explained.methods)
+    outputs, src = list(explained.output_tokens), list(explained.src_tokens)
+    if page.beam_size > 1:
+        st.caption("Attribution explains the checkpoint's default decoding; the output above may differ.")
+    show_figure(page, viz.attribution_figure(methods, outputs, src, title="Attribution by method", theme=page.theme),
+                "attribution-methods")
+    st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each panel "
+               "is divided by its own peak (hover a cell for the raw value); gradients are signed.")
+    token = settle("attr_token", range(len(outputs)))
+    token = st.selectbox("Output piece", range(len(outputs)), key="attr_token", persist_state="session",
+                         format_func=lambda t: f"{t}: {outputs[t]}")
+    show_figure(page, viz.token_attribution_figure(methods, src, token, outputs[token], theme=page.theme),
+                "attribution-token")
+    st.markdown("**The methods**")
+    for name in methods:
+        st.text(f"{name}: {METHOD_NOTES[name]}")
+    lines = page.faithfulness_table()
+    if lines:
+        st.markdown("**How faithful each method is** (measured by `python -m transformer.faithfulness`)")
+        st.dataframe(table(lines), hide_index=True)
+        st.caption("“top = true”: share of output pieces whose top-attributed source token is the true one "
+                   "(reverse, dates). “drop k”: mean fall of the output piece's probability when its k "
+                   "top-attributed source tokens are deleted; random deletes k random tokens.")
+
+
+VIEW = View("attribution", "Attribution", "Attrib.", render)

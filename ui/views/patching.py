@@ -1,0 +1,48 @@
+"""Activation patching: which heads and positions carry what makes this input's output differ from an edited one's;
+and the logit lens: what the decoder would predict after each of its sublayers."""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.state import MAX_INPUT_CHARS, settle
+from ui.view import View
+from ui.widgets import show_figure
+
+
+def render(page: Page) -> None:
+    lens = page.lens()
+    outputs = lens.output_tokens
+    if st.session_state.get("corrupt") is None:
+        st.session_state.corrupt = page.text
+    corrupted = st.text_input("Corrupted input (edit one word of the input above)", key="corrupt",
+                              max_chars=MAX_INPUT_CHARS, persist_state="session",
+                              help="It must have as many tokens as the input: position j of one stands for position "
+                                   "j of the other.")
+    position = settle("patch_position", range(len(outputs)))
+    position = st.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
+                            persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}")
+    patched = page.patched(corrupted, position)
+    if patched.error:
+        st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
+    else:
+        st.text(f"log p({outputs[position]}) at output {position}: clean {patched.clean_log_prob:.3f}, "
+                f"corrupted {patched.corrupted_log_prob:.3f}")
+        fig = viz.patching_figure(dict(patched.heads), dict(patched.positions),
+                                  {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
+                                  title=f"Patching the clean run into the corrupted one · output {position}",
+                                  theme=page.theme)
+        show_figure(page, fig, "patching")
+        st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that layer's "
+                   "residual stream at that position (bottom) is taken from the clean run, minus the corrupted "
+                   "run's. Positive: this part carries what the edit changed.")
+    pieces = np.array(lens.top_pieces, dtype=object)
+    show_figure(page, viz.logit_lens_figure(list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
+                                            theme=page.theme), "logit-lens")
+    st.caption("Logit lens: each decoder sublayer's residual stream through the final norm and the output projection. "
+               "The last row is the model's own prediction.")
+
+
+VIEW = View("patching", "Patching", "Patch", render)
