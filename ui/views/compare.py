@@ -19,7 +19,7 @@ Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
 
 def render(page: Page) -> None:
     offered = [mode for mode in COMPARISONS if mode != "checkpoints" or page.comparable_checkpoints()]
-    row = controls()
+    row = controls("compare")
     mode = draw(row.segmented_control, "Compare", "compare", offered, format_func=COMPARISONS.get, required=True,
                 persist_state="session")
     words = word_switch(row)
@@ -43,7 +43,7 @@ def render(page: Page) -> None:
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
     """B: another layer (mean of its heads) or another head of this analysis."""
-    row = controls()
+    row = controls("compare-pair")
     layers = range(page.layers(kind))
     layer_b = draw(row.segmented_control, "Layer B", "layer_b", layers, min(1, len(layers) - 1), required=True,
                    persist_state="session")

@@ -20,7 +20,7 @@ def render(page: Page) -> None:
     steps = page.decoding()
     count = len(steps.prefix_tokens)  # one decoder input piece per step
     step = settle("step", range(count))
-    row = controls()
+    row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
         row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
                    shortcut="Left", help="Previous step (key ←)")
@@ -47,7 +47,7 @@ def render(page: Page) -> None:
         st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
                      height=table_height(page), column_config={"probability": PROBABILITY})
         st.caption("Greedy decoding takes the first.")
-    row = controls()
+    row = controls("decoder-self")
     layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self")), required=True,
                  persist_state="session")
     head = draw(row.segmented_control, "Head", "head", page.heads(), required=True, persist_state="session")
