@@ -125,7 +125,8 @@ def head_picker(page: Page, *, layer: bool = True, head: bool = True, allow_aver
         stepper(row, "layer", layers, ("Shift+L", "L"), "layer")
     if not head:
         return kind, chosen_layer, None
-    head_slot = row.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    # The head picker and its steppers wrap as one; lecture mode keeps the whole row on one line anyway.
+    head_slot = row if page.lecture else row.container(horizontal=True, vertical_alignment="bottom", gap="small")
     average = allow_average and row.toggle("Mean" if page.lecture else "Average heads", key="average",
                                            persist_state="session",
                                            help="The mean of all heads' weights in this layer.")

@@ -22,11 +22,13 @@ def render(page: Page) -> None:
     step = settle("step", range(count))
     row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
-        row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
+        back, forward = ("◀", "▶") if page.lecture else ("◀ Back", "Next ▶")  # icons: one compact row on a projector
+        row.button(back, on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
                    shortcut="Left", help="Previous step (key ←)")
-        row.button("Next ▶", on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
+        row.button(forward, on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
                    shortcut="Right", help="Next step (key →)")
-        step = row.slider("Step", 0, count - 1, key="step", persist_state="session")
+        step = row.slider("Step", 0, count - 1, key="step", persist_state="session",
+                          label_visibility="collapsed" if page.lecture else "visible")
     words = word_switch(row)
     if page.beam_size > 1:
         st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")

@@ -27,7 +27,8 @@ def render(page: Page) -> None:
     if len(snapshots) > 1:  # on a projector in the row of controls, so that the figure starts high
         slider_at, width = (row, 320) if page.lecture else (above, "stretch")
         snapshot = slider_at.select_slider("Training snapshot", snapshots, format_func=page.snapshot_label,
-                                           key="snapshot", persist_state="session", width=width)
+                                           key="snapshot", persist_state="session", width=width,
+                                           label_visibility="collapsed" if page.lecture else "visible")
     else:
         snapshot = FINAL
         above.info("This checkpoint's card lists no training snapshots.")
