@@ -96,8 +96,8 @@ def step_setting(name: str, delta: int, count: int) -> None:
 
 
 def stepper(row, name: str, count: int, keys: tuple[str, str], label: str) -> None:
-    """◀ and ▶ buttons for `name`, with keyboard shortcuts (keys: previous, next), as a lecturer steps through. Icons
-    only, so that they fit on the lecture row; the tooltip names the setting and its key."""
+    """◀ and ▶ buttons for `name`, with keyboard shortcuts (keys: previous, next), as a lecturer steps through.
+    Icons only, so that they fit on the lecture row; the tooltip names the setting and its key."""
     value = st.session_state.get(name, 0)
     row.button("◀", key=f"{name}-back", on_click=step_setting, args=(name, -1, count), shortcut=keys[0],
                disabled=value <= 0, type="tertiary", help=f"Previous {label} (key {keys[0]})")

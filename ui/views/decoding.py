@@ -22,7 +22,7 @@ def render(page: Page) -> None:
     step = settle("step", range(count))
     row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
-        back, forward = ("◀", "▶") if page.lecture else ("◀ Back", "Next ▶")  # icons: one compact row on a projector
+        back, forward = ("◀", "▶") if page.lecture else ("◀ Back", "Next ▶")  # icons: one row on a projector
         row.button(back, on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
                    shortcut="Left", help="Previous step (key ←)")
         row.button(forward, on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
