@@ -20,10 +20,14 @@ import streamlit as st
 import torch
 
 from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
-                         checkpoint_folders, checkpoint_version, decode_steps, load_checkpoint, resolve_checkpoint)
+                         checkpoint_folders, checkpoint_version, decode_steps, load_checkpoint, model_device,
+                         resolve_checkpoint)
+from transformer import attribution
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
+from transformer.lens import logit_lens
+from transformer.patching import patch_texts
 
 from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
 from .state import FINAL
@@ -124,11 +128,11 @@ def vocabulary(path: str, version: int) -> tuple[tuple[str, ...], tuple[str, ...
 
 
 def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -> Attention:
-    """The record of one pass (batch of one) as read-only numpy, with the model's own masks."""
+    """The record of one pass (batch of one) as read-only numpy on the CPU, with the model's own masks."""
     return Attention(tuple(KindAttention(kind, *KIND_SIDES[kind],
-                                         weights=read_only(record.stack(kind).numpy()),
-                                         scores=read_only(record.stack(kind, part="scores").numpy()),
-                                         allowed=read_only(record.stack(kind, part="mask")[0, 0].numpy()))
+                                         weights=read_only(record.stack(kind).cpu().numpy()),
+                                         scores=read_only(record.stack(kind, part="scores").cpu().numpy()),
+                                         allowed=read_only(record.stack(kind, part="mask")[0, 0].cpu().numpy()))
                            for kind in ATTENTION_KINDS), label_probs)
 
 
@@ -155,8 +159,10 @@ def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_i
     """One captured pass of a model over given ids (no decoding), and the probability of each of `labels` at its
     position. Lets padding, snapshots and other checkpoints read exactly the same sequence."""
     model = model_of(path, version, snapshot)
+    device = model_device(model)  # inputs follow the model ($ATLAS_DEVICE); what comes back is on the CPU
     with torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
-        probs = model(torch.tensor([src_ids]), torch.tensor([tgt_ids])).softmax(dim=-1)[0]  # (tgt_len, tgt_vocab)
+        logits = model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
+        probs = logits.softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
     return attention_of(record, tuple(float(probs[position, label]) for position, label in enumerate(labels)))
 
 
@@ -178,14 +184,15 @@ def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int)
 def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
     """Greedy generation of the source `src_ids`, one token at a time."""
     checkpoint = load(path, version).checkpoint
-    steps = list(decode_steps(checkpoint.model, torch.tensor([src_ids]), top_k=TOP_CANDIDATES))
+    source = torch.tensor([src_ids], device=model_device(checkpoint.model))
+    steps = list(decode_steps(checkpoint.model, source, top_k=TOP_CANDIDATES))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces
     return DecodingSteps(
         src_tokens=tuple(checkpoint.src_tokenizer.pieces(src_ids)),
         prefix_tokens=tuple(pieces(decoder_input)),
         top=tuple(tuple(zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])) for step in steps),
-        cross=read_only(np.stack([step.cross_attention.numpy() for step in steps], axis=2)),
+        cross=read_only(np.stack([step.cross_attention.cpu().numpy() for step in steps], axis=2)),
         decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self"),
     )
 
@@ -193,16 +200,12 @@ def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
 @st.cache_resource(max_entries=16)
 def positional_table(path: str, version: int, side: str) -> np.ndarray:
     """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt')."""
-    return read_only(load(path, version).checkpoint.model.positional_table(side).numpy())
+    return read_only(load(path, version).checkpoint.model.positional_table(side).cpu().numpy())
 
 
 # ---------------------------------------------------------------------------------------------- attribution views
 # Attribution, activation patching and the logit lens of one input (transformer.attribution, .patching, .lens), as
 # read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's decoding).
-
-from transformer import attribution  # noqa: E402 (kept in this block: other work edits the top of this file)
-from transformer.lens import logit_lens  # noqa: E402
-from transformer.patching import patch_texts  # noqa: E402
 
 README = Path(__file__).parents[1] / "README.md"
 

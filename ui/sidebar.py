@@ -122,16 +122,13 @@ def show_output(page: Page) -> None:
     analysis = page.analysis
     for warning in analysis.warnings:
         st.warning(warning, icon="⚠️")
+    if page.lecture:  # the sidebar is folded away: what went in and what came out, on one line of plain text
+        st.text(f"{page.text}  →  {analysis.text or '(empty: the model ended at once)'}")
+        return
     output = st.container()
-    if page.lecture:  # the sidebar is folded away: show what went in next to what came out
-        shown, output = st.columns(2)
-        shown.caption("Input")
-        shown.code(page.text, language=None, wrap_lines=True)
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
                                                 else ", greedy"))
     output.code(analysis.text or "(empty: the model ended at once)", language=None, wrap_lines=True)
-    if page.lecture:
-        return
     with st.expander("Pieces and probabilities"):
         left, right = st.columns(2)
         pads = len(analysis.src_tokens) - len(analysis.src_typed)

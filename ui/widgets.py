@@ -75,9 +75,10 @@ def produces_caption(figure: Shown) -> None:
         st.caption(viz.PRODUCES_CAPTION)
 
 
-def controls():
-    """A row of widgets, each as wide as its content, wrapping when the page is narrow (or the fonts large)."""
-    return st.container(horizontal=True, vertical_alignment="bottom", gap="medium")
+def controls(name: str):
+    """A row of widgets, each as wide as its content, wrapping when the page is narrow (or the fonts large). Its key
+    (controls-name, unique on the page) lets lecture mode's CSS draw it compact, on one row at 1280 pixels."""
+    return st.container(horizontal=True, vertical_alignment="bottom", gap="medium", key=f"controls-{name}")
 
 
 def head_label(layer: int, head: int | None) -> str:
@@ -95,11 +96,12 @@ def step_setting(name: str, delta: int, count: int) -> None:
 
 
 def stepper(row, name: str, count: int, keys: tuple[str, str], label: str) -> None:
-    """◀ and ▶ buttons for `name`, with keyboard shortcuts (keys: previous, next), as a lecturer steps through."""
+    """◀ and ▶ buttons for `name`, with keyboard shortcuts (keys: previous, next), as a lecturer steps through.
+    Icons only, so that they fit on the lecture row; the tooltip names the setting and its key."""
     value = st.session_state.get(name, 0)
-    row.button(f"◀ {label}", key=f"{name}-back", on_click=step_setting, args=(name, -1, count), shortcut=keys[0],
+    row.button("◀", key=f"{name}-back", on_click=step_setting, args=(name, -1, count), shortcut=keys[0],
                disabled=value <= 0, type="tertiary", help=f"Previous {label} (key {keys[0]})")
-    row.button(f"{label} ▶", key=f"{name}-next", on_click=step_setting, args=(name, 1, count), shortcut=keys[1],
+    row.button("▶", key=f"{name}-next", on_click=step_setting, args=(name, 1, count), shortcut=keys[1],
                disabled=value >= count - 1, type="tertiary", help=f"Next {label} (key {keys[1]})")
 
 
@@ -109,23 +111,27 @@ def head_picker(page: Page, *, layer: bool = True, head: bool = True, allow_aver
     head is None when averaging over heads (or not asked for), layer None when not asked for. In lecture mode,
     keys step through them: L / Shift+L the layer, H / Shift+H the head. row: the controls() row to draw in (the
     view's own options may follow on it)."""
-    row = row or controls()
+    row = row or controls("picker")
+    # In lecture mode the options name themselves (L0, H2) without a label above them: the row stays one line high.
+    compact = {"label_visibility": "collapsed"} if page.lecture else {}
     kind = draw(row.segmented_control, "Attention", "kind", page.kinds, format_func=KIND_LABELS.get, required=True,
-                persist_state="session")
+                persist_state="session", **compact)
     if not layer:
         return kind, None, None
     layers = page.layers(kind)
     chosen_layer = draw(row.segmented_control, "Layer", "layer", range(layers), required=True,
-                        persist_state="session")
+                        persist_state="session", format_func=(lambda n: f"L{n}") if page.lecture else str, **compact)
     if page.lecture and layers > 1:
         stepper(row, "layer", layers, ("Shift+L", "L"), "layer")
     if not head:
         return kind, chosen_layer, None
-    head_slot = row.container(horizontal=True, vertical_alignment="bottom", gap="small")
-    average = allow_average and row.toggle("Average heads", key="average", persist_state="session",
+    # The head picker and its steppers wrap as one; lecture mode keeps the whole row on one line anyway.
+    head_slot = row if page.lecture else row.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    average = allow_average and row.toggle("Mean" if page.lecture else "Average heads", key="average",
+                                           persist_state="session",
                                            help="The mean of all heads' weights in this layer.")
     chosen_head = draw(head_slot.segmented_control, "Head", "head", page.heads(), required=True, disabled=average,
-                       persist_state="session")
+                       persist_state="session", format_func=(lambda n: f"H{n}") if page.lecture else str, **compact)
     if page.lecture and not average:
         stepper(head_slot, "head", len(page.heads()), ("Shift+H", "H"), "head")
     return kind, chosen_layer, None if average else chosen_head

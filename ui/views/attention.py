@@ -12,12 +12,13 @@ from ui.widgets import controls, head_label, head_picker, head_title, produces_c
 
 
 def render(page: Page) -> None:
-    options = controls()  # one row for everything, so that the figure starts high on a projector
+    options = controls("attention")  # one row for everything: the figure starts high on a projector
     kind, layer, head = head_picker(page, allow_average=True, row=options)
     analysis = page.analysis
     words = word_switch(options)
-    show_masks = options.toggle("Mask overlays", key="masks", persist_state="session")
-    stages = options.toggle("Scores → masked → softmax", key="stages", persist_state="session", disabled=words,
+    show_masks = options.toggle("Masks" if page.lecture else "Mask overlays", key="masks", persist_state="session")
+    stages = options.toggle("Stages" if page.lecture else "Scores → masked → softmax", key="stages",
+                            persist_state="session", disabled=words,
                             help="The three stages of attention side by side (of pieces: scores do not add up into "
                                  "words).")
     show_values, own_scale = False, False

@@ -19,11 +19,12 @@ Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
 
 def render(page: Page) -> None:
     offered = [mode for mode in COMPARISONS if mode != "checkpoints" or page.comparable_checkpoints()]
-    row = controls()
+    row = controls("compare")
+    compact = {"label_visibility": "collapsed"} if page.lecture else {}  # options that name themselves
     mode = draw(row.segmented_control, "Compare", "compare", offered, format_func=COMPARISONS.get, required=True,
-                persist_state="session")
+                persist_state="session", **compact)
     words = word_switch(row)
-    if "checkpoints" not in offered:
+    if "checkpoints" not in offered and not page.lecture:
         st.caption("Two checkpoints can be compared when they share a vocabulary (none of the others does).")
     analysis = page.analysis
     kind, layer, head = head_picker(page, head=mode != "layers", row=row)
@@ -43,15 +44,16 @@ def render(page: Page) -> None:
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
     """B: another layer (mean of its heads) or another head of this analysis."""
-    row = controls()
+    row = controls("compare-pair")
     layers = range(page.layers(kind))
+    compact = {"label_visibility": "collapsed"} if page.lecture else {}  # options that name themselves: B: L1
     layer_b = draw(row.segmented_control, "Layer B", "layer_b", layers, min(1, len(layers) - 1), required=True,
-                   persist_state="session")
+                   persist_state="session", format_func=(lambda n: f"B: L{n}") if page.lecture else str, **compact)
     head_b = None
     if mode == "heads":
         heads = page.heads()
         head_b = draw(row.segmented_control, "Head B", "head_b", heads, min(1, len(heads) - 1), required=True,
-                      persist_state="session")
+                      persist_state="session", format_func=(lambda n: f"B: H{n}") if page.lecture else str, **compact)
     return a, (page.analysis.head(kind, layer_b, head_b), head_label(layer_b, head_b))
 
 

@@ -20,13 +20,15 @@ def render(page: Page) -> None:
     steps = page.decoding()
     count = len(steps.prefix_tokens)  # one decoder input piece per step
     step = settle("step", range(count))
-    row = controls()
+    row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
-        row.button("◀ Back", on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
+        back, forward = ("◀", "▶") if page.lecture else ("◀ Back", "Next ▶")  # icons: one row on a projector
+        row.button(back, on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
                    shortcut="Left", help="Previous step (key ←)")
-        row.button("Next ▶", on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
+        row.button(forward, on_click=step_by, args=(1, count - 1), disabled=step == count - 1, key="step-next",
                    shortcut="Right", help="Next step (key →)")
-        step = row.slider("Step", 0, count - 1, key="step", persist_state="session")
+        step = row.slider("Step", 0, count - 1, key="step", persist_state="session",
+                          label_visibility="collapsed" if page.lecture else "visible")
     words = word_switch(row)
     if page.beam_size > 1:
         st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ.")
@@ -47,7 +49,7 @@ def render(page: Page) -> None:
         st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
                      height=table_height(page), column_config={"probability": PROBABILITY})
         st.caption("Greedy decoding takes the first.")
-    row = controls()
+    row = controls("decoder-self")
     layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self")), required=True,
                  persist_state="session")
     head = draw(row.segmented_control, "Head", "head", page.heads(), required=True, persist_state="session")

@@ -27,7 +27,7 @@ def clicked_token(q_len: int, k_len: int) -> tuple[str, int] | None:
 
 
 def render(page: Page) -> None:
-    row = controls()
+    row = controls("head-view")
     kind, layer, _ = head_picker(page, head=False, row=row)
     heads = page.heads()
     if not settle_all("lines_heads", heads):

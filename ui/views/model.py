@@ -31,7 +31,7 @@ def open_clicked(panels: list) -> None:
 
 
 def render(page: Page) -> None:
-    row = controls()
+    row = controls("model")
     kind, _, _ = head_picker(page, layer=False, row=row)
     words = word_switch(row)
     show_masks = row.toggle("Mask overlays", key="masks", persist_state="session")

@@ -15,7 +15,7 @@ PE_PLOTS = {"heatmap": "positions × dimensions", "curves": "curves by dimension
 
 def render(page: Page) -> None:
     config = page.config
-    row = controls()
+    row = controls("positional")
     side = draw(row.segmented_control, "Side", "pe_side", PE_SIDES, required=True, format_func=PE_SIDES.get,
                 persist_state="session")
     plot = draw(row.segmented_control, "Plot", "pe_plot", PE_PLOTS, required=True, format_func=PE_PLOTS.get,

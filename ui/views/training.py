@@ -15,19 +15,23 @@ METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact m
 
 
 def render(page: Page) -> None:
-    show_figure(page, viz.loss_curve(page.card.history, metric_name=METRIC_NAMES.get(page.card.task),
-                                             theme=page.theme), "loss-curve")
+    loss = viz.loss_curve(page.card.history, metric_name=METRIC_NAMES.get(page.card.task), theme=page.theme)
+    if page.analysis is None or not page.lecture:  # on a projector the head comes first, the curve below it
+        show_figure(page, loss, "loss-curve")
     if page.analysis is None:
         return
     snapshots = page.snapshots()
     settle("snapshot", snapshots)
-    if len(snapshots) > 1:
-        snapshot = st.select_slider("Training snapshot", snapshots, format_func=page.snapshot_label, key="snapshot",
-                                    persist_state="session")
+    above = st.container()
+    row = controls("training")
+    if len(snapshots) > 1:  # on a projector in the row of controls, so that the figure starts high
+        slider_at, width = (row, 320) if page.lecture else (above, "stretch")
+        snapshot = slider_at.select_slider("Training snapshot", snapshots, format_func=page.snapshot_label,
+                                           key="snapshot", persist_state="session", width=width,
+                                           label_visibility="collapsed" if page.lecture else "visible")
     else:
         snapshot = FINAL
-        st.info("This checkpoint's card lists no training snapshots.")
-    row = controls()
+        above.info("This checkpoint's card lists no training snapshots.")
     kind, layer, head = head_picker(page, row=row)
     words = word_switch(row)
     try:
@@ -38,8 +42,11 @@ def render(page: Page) -> None:
         st.error("A training snapshot of this checkpoint could not be loaded.")
         st.code(str(error), language=None)
         return
-    st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
-    st.code(at_snapshot.text, language=None, wrap_lines=True)
+    if page.lecture:  # one line of plain text
+        st.text(f"Output at {page.snapshot_label(snapshot)} (greedy): {at_snapshot.text}")
+    else:
+        st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
+        st.code(at_snapshot.text, language=None, wrap_lines=True)
     current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
     forming = [(label, shown(page, kind, weights, words).weights) for label, weights in forming]
     title = head_title(kind, layer, head)
@@ -51,6 +58,8 @@ def render(page: Page) -> None:
                                            columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
                                            theme=page.theme), "training-snapshots")
     st.caption("Every snapshot reads the final model's output (teacher forcing), so the cells line up.")
+    if page.lecture:
+        show_figure(page, loss, "loss-curve")
 
 
 VIEW = View("training", "Training", "Training", render, needs_input=False)
