@@ -37,8 +37,12 @@ def main() -> None:
     # The views and the lecture switch head the page: the content starts right under them, even on a projector.
     top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
     labels = {view.key: view.short_label if lecture else view.label for view in VIEWS}
-    key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
-                     label_visibility="collapsed")
+    if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
+        key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
+                         label_visibility="collapsed", width=260)
+    else:
+        key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
+                         label_visibility="collapsed")
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)

@@ -180,7 +180,7 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
     assert figure(ok(at))["layout"]["font"]["size"] == 24
     assert not at.download_button
     assert "values" not in [toggle.key for toggle in at.toggle]  # numbers in cells: not for the back row
-    assert "Positions" in at.segmented_control(key="view").options  # short labels keep the views on one row
+    assert "Positions" in at.selectbox(key="view").options  # short labels, in a compact list on a projector
     at.toggle(key="lecture").set_value(False).run()
     assert "Positional encoding" in ok(at).segmented_control(key="view").options
 

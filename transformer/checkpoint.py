@@ -23,7 +23,7 @@ import torch
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids
+from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text
 from .decoding import beam_search, check_beam_size, greedy
 from .masks import decoder_lengths
 from .device import atlas_device, model_device
@@ -334,10 +334,11 @@ class Checkpoint:
             probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
         generated = sequence[1:]
         src_pieces = self.src_tokenizer.pieces(ids)
+        typed = self.src_tokenizer.encode_pieces(tokenizer_text(self.src_tokenizer, text, self.config.max_len))
         return Translation(
             text=self.tgt_tokenizer.decode(generated),
             src_tokens=src_pieces,
-            src_typed=self.src_tokenizer.encode_pieces(normalize(text))[: len(ids) - 1] + src_pieces[-1:],
+            src_typed=typed[: len(ids) - 1] + src_pieces[-1:],
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,

@@ -184,16 +184,17 @@ def bounded(text: str, max_len: int) -> tuple[str, bool]:
     return collapsed[:limit], len(collapsed) > limit or len(window) < len(text)
 
 
-def _pieces_of(tokenizer: Tokenizer, text: str) -> list[int]:
-    """Ids of `text`, normalised as our models were trained; a converted model's tokenizer reads the text as its own
-    library does (see VocabTokenizer)."""
-    return tokenizer.encode(text if isinstance(tokenizer, VocabTokenizer) else normalize(text))
+def tokenizer_text(tokenizer: Tokenizer, text: str, max_len: int) -> str:
+    """What `tokenizer` reads of `text` for a model of `max_len` tokens: the part `bounded` keeps, normalised as our
+    models were trained; a converted model's tokenizer reads it as its own library does (see VocabTokenizer)."""
+    text = bounded(text, max_len)[0]
+    return text if isinstance(tokenizer, VocabTokenizer) else normalize(text)
 
 
 def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
     """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
     Returns (ids, how many pieces were cut off the end to fit, counted in the part `bounded` keeps)."""
-    ids = _pieces_of(tokenizer, bounded(text, max_len)[0])
+    ids = tokenizer.encode(tokenizer_text(tokenizer, text, max_len))
     kept = ids[: max_len - 1]
     return kept + [eos_id], len(ids) - len(kept)
 
@@ -203,4 +204,4 @@ def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_
     """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids.
 
     Decoder input = [:-1], labels = [1:]."""
-    return [bos_id] + _pieces_of(tokenizer, bounded(text, max_len)[0])[: max_len - 2] + [eos_id]
+    return [bos_id] + tokenizer.encode(tokenizer_text(tokenizer, text, max_len))[: max_len - 2] + [eos_id]
