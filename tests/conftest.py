@@ -1,13 +1,23 @@
-"""Shared fixtures: small random models (fast on CPU), a tiny trained checkpoint folder, and the app on it."""
+"""Shared fixtures: small random models (fast on CPU), two small trained checkpoints (cached), and the app on them."""
 from __future__ import annotations
 
+import hashlib
+import inspect
+import random
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from app_helpers import checkpoints_folder
+from app_helpers import LOADABLE, checkpoints_folder
 from transformer import Transformer, TransformerConfig
+from transformer.tasks import REVERSE_ALPHABET
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"  # the corpora, beside the repository (never copied into it)
+CACHE = Path(tempfile.gettempdir()) / "attention-atlas-test-checkpoints"
 
 PAD, BOS, EOS = 0, 2, 3
 
@@ -42,27 +52,75 @@ def model() -> Transformer:
     return small_model()
 
 
-TINY_TRAINING = ["--task", "reverse", "--train-size", "400", "--dev-size", "40", "--dev-eval-size", "20",
-                 "--d-model", "32", "--num-heads", "4", "--layers", "1", "--d-ff", "64", "--max-len", "34",
-                 "--max-tokens", "512", "--warmup", "5", "--eval-every", "10", "--quiet"]
+# The test checkpoints: the real training command (2 layers each side, 4 heads) on a task small enough to learn in
+# seconds, reversing 1-6 letters and digits, so that it really answers: it stops with EOS at every length, its heads
+# differ, and its beams swap places. The alphabet is the whole of the reverse task's, so every letter and digit is a
+# piece of its own (tests/test_bad_input.py works out its tokens by hand).
+TINY_TRAINING = ["--task", "reverse", "--train-size", "4000", "--dev-size", "200", "--dev-eval-size", "100",
+                 "--d-model", "32", "--num-heads", "4", "--layers", "2", "--d-ff", "64", "--max-len", "34",
+                 "--dropout", "0", "--lr", "3e-3", "--max-tokens", "512", "--warmup", "50", "--cooldown", "0.4",
+                 "--eval-every", "250", "--quiet"]
+TINY_STEPS = 500
+TINY_LENGTHS = (1, 6)  # the lengths of the strings the test checkpoints learn to reverse
+TINY_SEEDS = {LOADABLE[0]: 0, LOADABLE[1]: 1}  # the twin differs by its seed: its data, weights and heads
+
+
+def short_reverse_pairs(task: str, n: int, seed: int) -> list[tuple[str, str]]:
+    """Stands in for transformer.tasks.generate while the test checkpoints train: `n` short strings, reversed."""
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(REVERSE_ALPHABET) for _ in range(rng.randint(*TINY_LENGTHS))) for _ in range(n)]
+    return [(text, text[::-1]) for text in texts]
+
+
+def recipe_key(name: str) -> str:
+    """What a cached test checkpoint depends on: the recipe, the library's code and torch's version."""
+    digest = hashlib.sha256(repr((TINY_TRAINING, TINY_STEPS, TINY_LENGTHS, TINY_SEEDS[name], torch.__version__,
+                                  inspect.getsource(short_reverse_pairs))).encode())
+    for source in sorted((ROOT / "transformer").glob("*.py")):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def trained_checkpoint(name: str) -> Path:
+    """The test checkpoint `name`, trained once per recipe (about 15 s on one core) and cached under the temporary
+    folder; a folder appears there only complete (trained beside it, then renamed)."""
+    folder = CACHE / recipe_key(name) / name
+    if not (folder / "card.json").exists():
+        from transformer import train
+
+        CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="training-", dir=CACHE)) / name
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(train, "generate", short_reverse_pairs)
+            train.main(TINY_TRAINING + ["--out", str(staging), "--steps", str(TINY_STEPS), "--shared-vocab",
+                                        "--seed", str(TINY_SEEDS[name])])
+        (staging / train.RESUME_FILE).unlink()
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            staging.rename(folder)
+        except OSError:  # another test run finished the same recipe first: its copy is as good
+            shutil.rmtree(staging.parent)
+    return folder
 
 
 @pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory):
-    """A reverse checkpoint trained for 20 steps by the real training command (seconds on a CPU)."""
-    from transformer.train import main
-
-    out = tmp_path_factory.mktemp("checkpoints") / "tiny-reverse"
-    main(TINY_TRAINING + ["--out", str(out), "--steps", "20", "--shared-vocab"])
-    return out
+def tiny_checkpoint() -> Path:
+    """A 2-layer reverse checkpoint trained by the real training command that really reverses short strings."""
+    return trained_checkpoint(LOADABLE[0])
 
 
-APP = str(Path(__file__).parents[1] / "app.py")
+@pytest.fixture(scope="session")
+def tiny_twin() -> Path:
+    """The same recipe with another seed: different weights and heads, for comparing checkpoints."""
+    return trained_checkpoint(LOADABLE[1])
+
+
+APP = str(ROOT / "app.py")
 
 
 @pytest.fixture(scope="module")
-def app_checkpoints(tiny_checkpoint, tmp_path_factory) -> Path:
-    return checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("app-checkpoints"))
+def app_checkpoints(tiny_checkpoint, tiny_twin, tmp_path_factory) -> Path:
+    return checkpoints_folder(tiny_checkpoint, tmp_path_factory.mktemp("app-checkpoints"), tiny_twin)
 
 
 @pytest.fixture

@@ -4,24 +4,21 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import TINY_TRAINING
+from conftest import ROOT, TINY_TRAINING
 from transformer.checkpoint import load_checkpoint, load_weights
 from transformer.train import learning_rate, main
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_few_steps_end_to_end(tiny_checkpoint):
     checkpoint = load_checkpoint(tiny_checkpoint)
     card = checkpoint.card
     assert card.task == "reverse" and card.parameters == checkpoint.model.num_parameters()
-    assert [entry["step"] for entry in card.history] == [10, 20]
-    assert [s["step"] for s in card.snapshots] == [0, 2, 6]  # 0 %, 10 %, 30 % of 20 steps (2 % rounds to 0)
+    assert [entry["step"] for entry in card.history] == [250, 500]
+    assert [s["step"] for s in card.snapshots] == [0, 10, 50, 150]  # 0 %, 2 %, 10 %, 30 % of 500 steps
     for snapshot in checkpoint.snapshot_names():
         state = torch.load(tiny_checkpoint / "snapshots" / f"{snapshot}.pt", weights_only=True)
         assert state["encoder.layers.0.self_attn.W_q.weight"].dtype == torch.float16
@@ -32,7 +29,7 @@ def test_few_steps_end_to_end(tiny_checkpoint):
 
 
 def test_loss_decreases_and_resume_equals_one_run(tmp_path):
-    common = TINY_TRAINING + ["--snapshots", "0"]
+    common = TINY_TRAINING + ["--snapshots", "0", "--eval-every", "10", "--cooldown", "0"]  # cool-down needs the total
     straight = main(common + ["--out", str(tmp_path / "a"), "--steps", "30"])
     main(common + ["--out", str(tmp_path / "b"), "--steps", "20"])
     resumed = main(common + ["--out", str(tmp_path / "b"), "--steps", "30", "--resume"])
