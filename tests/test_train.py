@@ -1,6 +1,7 @@
 """The training command: a few steps end to end, resuming, the schedule, and two DDP processes."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -68,8 +69,16 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                f"--master_port={port}", str(worker)] + TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # torchrun and its workers in a process group of their own: on a timeout the whole group goes, workers too.
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        _, stderr = run.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        _, stderr = run.communicate()
+        pytest.fail(f"torchrun took over 240 s; its process group was killed\n{stderr[-3000:]}")
+    assert run.returncode == 0, stderr[-3000:]
     rank0, rank1 = load_weights(out / "rank0.pt"), load_weights(out / "rank1.pt")
     initial = load_weights(out / "snapshots" / "step_000000.pt")
     assert rank0.keys() == rank1.keys()
