@@ -112,6 +112,9 @@ def test_name_filters(model):
             pass
     with pytest.raises(KeyError, match="not captured"):
         record.scores("decoder.0.cross")
+    with torch.no_grad(), capture(model, "decoder.0.cross") as record:  # a friendly key: scores, mask, pattern
+        model(src, tgt)
+    assert record.scores("decoder.0.cross").shape == record["decoder.0.cross"].shape == (1, 4, 3, 4)
 
 
 def test_nested_captures_both_record(model):
@@ -147,7 +150,13 @@ def test_ablation_mean_and_validation(model):
     with torch.no_grad(), ablate(model, {"encoder.0.self": [1]}, mode="mean"), capture(model, "*.hook_z") as record:
         model(src, tgt)
     z = record.hooks["encoder.layers.0.self_attn.hook_z"][0, 1]  # (q_len, d_head): every row is the same mean
-    torch.testing.assert_close(z, z[:1].expand_as(z))
+    with torch.no_grad(), capture(model, "encoder.layers.0.self_attn.hook_z") as plain:
+        model(src, tgt)
+    mean = plain.hooks["encoder.layers.0.self_attn.hook_z"][0, 1].mean(dim=0)  # (d_head,) over query positions
+    torch.testing.assert_close(z, mean.expand_as(z))
+    with pytest.raises(KeyError, match="not an attention key"):
+        with ablate(model, {"encoder.0": [0]}):
+            pass
     with pytest.raises(ValueError, match="out of range"):
         with ablate(model, {"encoder.0.self": [4]}):
             pass

@@ -236,3 +236,21 @@ def test_beams_that_swap_places_keep_their_own_cached_keys(trained):
         one = src[row:row + 1, :len(trained.encode(texts[row]))]
         expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6)
         assert cached[row, :len(expected)].tolist() == expected
+
+
+def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):
+    """The step-by-step view under mean ablation: each step's probabilities are those of a full pass over its
+    prefix (a cache would average over the one new position only)."""
+    from transformer import ablate
+
+    model, src = trained.model, torch.tensor([trained.encode("q1w2e3")])
+    with ablate(model, {"decoder.0.self": [0, 1], "decoder.1.self": [2]}, mode="mean"), torch.no_grad():
+        for step in decode_steps(model, src):
+            probs = model(src, torch.tensor([step.prefix]))[0, -1].softmax(-1)
+            assert step.prob == pytest.approx(float(probs[step.token_id]), abs=1e-5)
+
+
+def test_the_shortest_limit_still_generates_one_token(peaked_model):
+    src, _ = random_batch(peaked_model.config, [4, 2], [1, 1])
+    assert greedy(peaked_model, src, max_len=1).shape == (2, 2)  # BOS and one token: max_len counts both
+    assert beam_search(peaked_model, src, beam_size=2, max_len=2).shape == (2, 2)

@@ -118,6 +118,7 @@ def test_shapes_and_tied_embeddings():
 def test_learned_positions_and_too_long_input():
     model = small_model(positional="learned", max_len=8)
     assert model.positional_table("src").shape == (8, 32)
+    assert "encoder.embed.positional.embedding.weight" in dict(model.named_parameters())  # learned, so trained
     src, tgt = random_batch(model.config, [9], [3])
     with pytest.raises(ValueError, match="max_len"):
         model(src, tgt)

@@ -48,6 +48,18 @@ def test_indexed_png_round_trips_through_a_spec_reader():
         indexed_png(np.array([[3]], dtype=np.uint8), palette)
 
 
+@pytest.mark.parametrize("indices, palette", [
+    (np.zeros((2, 2), dtype=np.float32), np.zeros((4, 3), dtype=np.uint8)),  # indices not uint8
+    (np.zeros((2, 2, 1), dtype=np.uint8), np.zeros((4, 3), dtype=np.uint8)),  # indices not 2-D
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((4, 4), dtype=np.uint8)),  # not RGB
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((300, 3), dtype=np.uint8)),  # over 256 colours
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((4, 3), dtype=np.float32)),  # palette not uint8
+])
+def test_indexed_png_refuses_what_a_palette_png_cannot_hold(indices, palette):
+    with pytest.raises(ValueError, match="must be"):
+        indexed_png(indices, palette)
+
+
 def test_indexed_png_is_readable_by_pillow():
     indices = np.arange(12, dtype=np.uint8).reshape(3, 4)
     palette = np.stack([np.arange(12) * 20] * 3, axis=1).astype(np.uint8)
