@@ -37,16 +37,34 @@ def random_batch(config: TransformerConfig, lengths_src: list[int], lengths_tgt:
     return src, tgt
 
 
-APP = str(Path(__file__).parents[1] / "app.py")
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"  # the corpora, beside the repository (never copied into it)
+APP = str(ROOT / "app.py")
 
 LOADABLE = ("tiny-reverse", "tiny-twin")  # the first one (in name order) is the app's default
 TRAINING = "training-now"  # a folder without card.json, as the trainer leaves it while it runs
 
 
-def checkpoints_folder(tiny_checkpoint: Path, root: Path) -> Path:
-    """`root` with two loadable copies of the tiny checkpoint (so checkpoints can be compared) and one that is
-    still training (no card.json), which the app must report without losing the others."""
-    for name in LOADABLE:
-        shutil.copytree(tiny_checkpoint, root / name, ignore=shutil.ignore_patterns("resume.pt"))
+def checkpoints_folder(tiny_checkpoint: Path, root: Path, twin: Path | None = None) -> Path:
+    """`root` with two loadable checkpoints (so checkpoints can be compared) and one that is still training (no
+    card.json), which the app must report without losing the others. The second is `twin` (a differently trained
+    checkpoint) where given, else a copy of the first."""
+    for name, source in zip(LOADABLE, (tiny_checkpoint, twin or tiny_checkpoint)):
+        shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("resume.pt"))
     shutil.copytree(tiny_checkpoint, root / TRAINING, ignore=shutil.ignore_patterns("resume.pt", "card.json"))
     return root
+
+
+# The test checkpoints: the real training command (2 layers each side, 4 heads) on a task small enough to learn in
+# seconds, reversing 1-6 letters and digits, so that it really answers: it stops with EOS at every length, its heads
+# differ, and its beams swap places. The alphabet is the whole of the reverse task's, so every letter and digit is a
+# piece of its own (tests/test_bad_input.py works out its tokens by hand).
+TINY_TRAINING = ["--task", "reverse", "--train-size", "4000", "--dev-size", "200", "--dev-eval-size", "100",
+                 "--d-model", "32", "--num-heads", "4", "--layers", "2", "--d-ff", "64", "--max-len", "34",
+                 "--dropout", "0", "--lr", "3e-3", "--max-tokens", "512", "--warmup", "50", "--cooldown", "0.4",
+                 "--eval-every", "250", "--quiet"]
+TINY_STEPS = 500
+TINY_LENGTHS = (1, 6)  # the lengths of the strings the test checkpoints learn to reverse
+# The twin changes one idea, pre-LN instead of post-LN: the same data and vocabulary (so the app can compare the two
+# on one sequence), other weights and heads.
+TINY_VARIANTS = {LOADABLE[0]: [], LOADABLE[1]: ["--norm-first"]}

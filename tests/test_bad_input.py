@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 
-from conftest import TINY_TRAINING
+from helpers import TINY_TRAINING
 from helpers import LOADABLE
 from transformer import capture, load_checkpoint
 from transformer.tokenizer import EOS_ID

@@ -32,5 +32,17 @@ def test_smoke_run_measures_and_checks_every_figure(tmp_path):
         assert all(isinstance(row["value"], (int, float)) and row["value"] >= 0 for row in mine), mine
         if module in WITH_TARGETS:
             assert any(row["target"] for row in mine), f"{module.FIGURE} has no target"
-    assert all(row["met"] in (True, False) for row in rows if row["target"])
+    assert not [row for row in rows if row.get("error")]
+    for row in rows:  # each verdict is its value against its target, recomputed here
+        if row["target"]:
+            sign, bound = row["target"].split()
+            assert sign in ("≤", "≥"), row
+            assert row["met"] is (row["value"] <= float(bound) if sign == "≤" else row["value"] >= float(bound)), row
+        else:
+            assert row["met"] is None, row
+    assert json.loads(results.read_text())["smoke"] is True
     assert "| figure | case | value | target |" in done.stdout and "grows with length" in done.stdout
+    table = done.stdout.split("| --- |", 1)[1]
+    assert all(f"| {row['figure']} | {row['case']} |" in table for row in rows)  # every row printed
+    met, missed = sum(row["met"] is True for row in rows), sum(row["met"] is False for row in rows)
+    assert f"{met} targets met, {missed} missed" in done.stdout

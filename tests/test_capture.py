@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import random_batch, small_model
+from helpers import PAD, random_batch, small_model
 from transformer import KIND_SIDES, ablate, capture
 
 
@@ -69,6 +69,37 @@ def test_record_contents(model):
         record["x"] = 1  # read-only
 
 
+def test_decoder_self_attention_blocks_padded_keys_as_well_as_the_future(model):
+    """Item 1 has 2 real decoder tokens of 6: no query, its padded ones included, may read keys 2-5, whether the
+    whole sequence runs at once or one token at a time from the cache."""
+    from transformer.cache import DecoderCache
+
+    src, tgt = random_batch(model.config, [7, 3], [6, 2])
+    expected = (tgt != PAD)[:, None, None, :] & torch.ones(6, 6, dtype=torch.bool).tril()  # (batch, 1, 6, 6)
+    with torch.no_grad(), capture(model) as record:
+        model(src, tgt)
+    for layer in range(model.config.num_decoder_layers):
+        assert torch.equal(record.mask(f"decoder.{layer}.self").expand_as(expected), expected)
+        assert torch.all(record[f"decoder.{layer}.self"][1, :, :, 2:] == 0)
+    with torch.no_grad():
+        memory, cache = model.encode(src), DecoderCache(model.config.num_decoder_layers)
+        for step in range(tgt.size(1)):
+            with capture(model, "decoder.0.self") as record:
+                model.decode(tgt[:, step:step + 1], memory, src, cache)
+            assert torch.equal(record.mask("decoder.0.self")[:, :, 0], expected[:, :, step, :step + 1])
+
+
+def test_captured_tensors_leave_the_autograd_graph(model):
+    """Outside no_grad (as a user may call it) the model's output needs gradients, and the record must not keep
+    the graph of the pass alive."""
+    src, tgt = random_batch(model.config, [5, 3], [4, 2])
+    with capture(model) as record:
+        logits = model(src, tgt)
+    assert logits.requires_grad
+    assert record.hooks and all(not t.requires_grad and t.grad_fn is None for t in record.hooks.values())
+    assert all(not record[key].requires_grad for key in record)
+
+
 def test_name_filters(model):
     src, tgt = random_batch(model.config, [4], [3])
     with torch.no_grad(), capture(model, lambda name: name.startswith("encoder.layers.1")) as record:
@@ -80,6 +111,9 @@ def test_name_filters(model):
             pass
     with pytest.raises(KeyError, match="not captured"):
         record.scores("decoder.0.cross")
+    with torch.no_grad(), capture(model, "decoder.0.cross") as record:  # a friendly key: scores, mask, pattern
+        model(src, tgt)
+    assert record.scores("decoder.0.cross").shape == record["decoder.0.cross"].shape == (1, 4, 3, 4)
 
 
 def test_nested_captures_both_record(model):
@@ -115,7 +149,13 @@ def test_ablation_mean_and_validation(model):
     with torch.no_grad(), ablate(model, {"encoder.0.self": [1]}, mode="mean"), capture(model, "*.hook_z") as record:
         model(src, tgt)
     z = record.hooks["encoder.layers.0.self_attn.hook_z"][0, 1]  # (q_len, d_head): every row is the same mean
-    torch.testing.assert_close(z, z[:1].expand_as(z))
+    with torch.no_grad(), capture(model, "encoder.layers.0.self_attn.hook_z") as plain:
+        model(src, tgt)
+    mean = plain.hooks["encoder.layers.0.self_attn.hook_z"][0, 1].mean(dim=0)  # (d_head,) over query positions
+    torch.testing.assert_close(z, mean.expand_as(z))
+    with pytest.raises(KeyError, match="not an attention key"):
+        with ablate(model, {"encoder.0": [0]}):
+            pass
     with pytest.raises(ValueError, match="out of range"):
         with ablate(model, {"encoder.0.self": [4]}):
             pass
@@ -139,22 +179,28 @@ def test_threads_share_one_model_without_leaking(model):
         return logits, record["decoder.1.cross"], record["encoder.0.self"]
 
     expected = [run(i) for i in range(16)]  # sequential, one at a time
-    results: dict[int, tuple] = {}
-    barrier = threading.Barrier(16)
+    results: dict[tuple[int, int], tuple] = {}  # (thread, loop): every loop's result, not only the last
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(16, timeout=60)
 
     def worker(i):
-        barrier.wait()  # start together so the calls overlap
-        for _ in range(3):
-            results[i] = run(i)
+        try:
+            barrier.wait()  # start together so the calls overlap
+            for loop in range(3):
+                results[i, loop] = run(i)
+        except BaseException as error:  # an exception in a thread would otherwise pass unseen
+            errors.append(error)
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert len(results) == 16
-    for i in range(16):
-        for got, want in zip(results[i], expected[i]):
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
+    assert not errors, errors
+    assert sorted(results) == [(i, loop) for i in range(16) for loop in range(3)]
+    for (i, _), result in results.items():
+        for got, want in zip(result, expected[i], strict=True):
             assert got.shape == want.shape
             torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
 

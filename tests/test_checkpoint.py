@@ -178,3 +178,23 @@ def test_names_that_would_leave_the_folder_are_refused(checkpoints_root, name):
 def test_an_absolute_path_is_refused_even_into_the_folder(checkpoints_root):
     with pytest.raises(CheckpointError):
         resolve_checkpoint(checkpoints_root, str(checkpoints_root / "real"))
+
+
+def test_the_test_checkpoints_differ_wherever_the_app_compares(tiny_checkpoint, tiny_twin):
+    """Heads of a layer, layers, the twin checkpoint and a training snapshot each give other attention on the same
+    sequence, so a comparison that shows A against A cannot pass for a real one."""
+    checkpoint, twin = load_checkpoint(tiny_checkpoint), load_checkpoint(tiny_twin)
+    assert twin.src_tokenizer.pieces(checkpoint.encode("ab12")) == ["a", "b", "1", "2", "</s>"]  # the same ids
+    src, tgt = torch.tensor([checkpoint.encode("q1w2e3")]), torch.tensor([checkpoint.encode("3e2w1q", "tgt")[:-1]])
+    records = []
+    for model in (checkpoint.model, twin.model, checkpoint.load_snapshot(checkpoint.snapshot_names()[0])):
+        with torch.no_grad(), capture(model) as record:
+            model(src, tgt)
+        records.append(record)
+    mine, others = records[0], records[1:]
+    for key in mine:
+        weights = mine[key][0]  # (heads, q_len, k_len)
+        assert all(not torch.allclose(weights[a], weights[b], atol=0.05) for a in range(4) for b in range(a)), key
+        assert all(not torch.allclose(weights, other[key][0], atol=0.05) for other in others), key
+    for kind in ("encoder.{}.self", "decoder.{}.self", "decoder.{}.cross"):
+        assert not torch.allclose(mine[kind.format(0)], mine[kind.format(1)], atol=0.05)

@@ -107,8 +107,8 @@ def test_32_threads_share_one_checkpoint(tiny_checkpoint, one_intra_op_thread):
         thread.start()
     for thread in workers:
         thread.join(timeout=120)
+    assert not any(thread.is_alive() for thread in workers), "a thread did not finish"
     assert not errors, errors
-    assert not any(thread.is_alive() for thread in workers)
     assert most_in_flight[0] > 1  # they did run at the same time
     assert len(results) == THREADS * CALLS_PER_THREAD
     kinds_run = {CALLS[call][0] for plan in plans for call in plan}

@@ -1,10 +1,14 @@
-"""Greedy and beam search, batched and alone, and the step-by-step generator."""
+"""Greedy and beam search, batched and alone, against a beam search written out by hand, and the step-by-step
+generator; on random models and on the trained test checkpoint, which stops at every length."""
+import random
+
 import pytest
 import torch
 
-from helpers import BOS, EOS, PAD, random_batch, small_model
-from transformer import capture
+from helpers import BOS, EOS, PAD, TINY_LENGTHS, random_batch, small_model
+from transformer import capture, load_checkpoint
 from transformer.decoding import beam_search, decode_steps, greedy
+from transformer.tasks import REVERSE_ALPHABET
 
 
 def sequence_log_prob(model, src, tokens) -> float:
@@ -136,3 +140,118 @@ def test_mean_ablation_decodes_without_cache(peaked_model):
             logits = peaked_model(src, torch.tensor([tokens[:step]]))[0, -1]
             logits[[PAD, BOS]] = float("-inf")
             assert int(logits.argmax()) == tokens[step]
+
+
+# ---------------------------------------------------------------------------------------- the trained test checkpoint
+
+@pytest.fixture(scope="module")
+def trained(tiny_checkpoint):
+    return load_checkpoint(tiny_checkpoint)
+
+
+def fresh_strings(count: int, lengths: tuple[int, int], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(REVERSE_ALPHABET) for _ in range(rng.randint(*lengths))) for _ in range(count)]
+
+
+def source_batch(checkpoint, texts: list[str]) -> torch.Tensor:
+    """Right-padded source ids (batch, longest)."""
+    ids = [checkpoint.encode(text) for text in texts]
+    src = torch.full((len(ids), max(map(len, ids))), PAD)
+    for row, row_ids in enumerate(ids):
+        src[row, :len(row_ids)] = torch.tensor(row_ids)
+    return src
+
+
+def test_the_test_checkpoint_reverses_short_strings(trained):
+    """What the other tests here rely on: the checkpoint really does its task, so it stops at every length."""
+    texts = fresh_strings(100, TINY_LENGTHS, seed=99)
+    tokens = greedy(trained.model, source_batch(trained, texts))
+    right = [trained.tgt_tokenizer.decode(row.tolist()) == text[::-1] for row, text in zip(tokens, texts)]
+    assert sum(right) >= 85, f"{sum(right)} of 100 reversed"
+
+
+def test_greedy_pads_each_row_after_its_own_eos(trained):
+    texts = ["a", "q1w2e3", "zz", "7k4", "m0nb", "xyz12"]  # the batch is in no order of length
+    tokens = greedy(trained.model, source_batch(trained, texts)).tolist()
+    stops = []
+    for row in tokens:
+        assert EOS in row, row
+        stops.append(row.index(EOS))
+        assert all(t == PAD for t in row[stops[-1] + 1:]), row  # nothing generated after EOS
+        assert PAD not in row[:stops[-1]] and BOS not in row[1:]
+    assert len(set(stops)) >= 4  # the rows really stop at different lengths
+    assert len(tokens[0]) == max(stops) + 1  # and decoding stops when the last row has
+    for row, text in zip(tokens, texts):  # each row is what the input gives alone
+        assert row[:row.index(EOS) + 1] == greedy(trained.model, source_batch(trained, [text]))[0].tolist()
+
+
+def reference_beam_search(model, src: torch.Tensor, beam_size: int, max_len: int, length_penalty: float) -> list[int]:
+    """Beam search for one input (1, src_len), written out plainly: each hypothesis re-runs the model on its whole
+    prefix (no cache, no batching). A finished hypothesis stays in the beam at its score; the last choice divides
+    each score by the GNMT penalty ((5 + length) / 6) ** length_penalty, length counting EOS but not BOS."""
+    hypotheses = [([BOS], 0.0)]
+    with torch.no_grad():
+        while len(hypotheses[0][0]) < max_len and not all(tokens[-1] in (EOS, PAD) for tokens, _ in hypotheses):
+            candidates = []
+            for tokens, score in hypotheses:
+                if tokens[-1] in (EOS, PAD):
+                    candidates.append((tokens + [PAD], score))
+                    continue
+                log_probs = model(src, torch.tensor([tokens]))[0, -1].log_softmax(-1).tolist()
+                candidates += [(tokens + [token], score + log_prob) for token, log_prob in enumerate(log_probs)
+                               if token not in (PAD, BOS)]
+            hypotheses = sorted(candidates, key=lambda candidate: candidate[1], reverse=True)[:beam_size]
+
+    def normalised(hypothesis) -> float:
+        tokens, score = hypothesis
+        length = sum(token != PAD for token in tokens[1:])
+        return score / ((5 + length) / 6) ** length_penalty
+
+    return max(hypotheses, key=normalised)[0]
+
+
+def test_beam_search_equals_the_plain_one_for_every_length_penalty(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 4, 5, 3], [1, 1, 1, 1], seed=17)
+    lengths = (src != PAD).sum(-1).tolist()
+    winners = {}
+    for length_penalty in (0.0, 0.6, 2.0):
+        batched = beam_search(peaked_model, src, beam_size=3, max_len=12, length_penalty=length_penalty)
+        for row, length in enumerate(lengths):
+            expected = reference_beam_search(peaked_model, src[row:row + 1, :length], 3, 12, length_penalty)
+            assert batched[row, :len(expected)].tolist() == expected, (length_penalty, row)
+            winners[length_penalty, row] = expected
+    # The penalty must matter here, or this test could not see it ignored.
+    assert any(winners[0.0, row] != winners[2.0, row] for row in range(len(lengths)))
+
+
+def test_beams_that_swap_places_keep_their_own_cached_keys(trained):
+    """Beam search continues hypotheses from other rows than their own at most steps: the cache must follow
+    them (`DecoderCache.reorder`). Against full re-runs and the plain beam search, on inputs this checkpoint is
+    unsure of (up to 8 characters, longer than it learnt), where the beams swap places most."""
+    texts = fresh_strings(60, (1, 8), seed=7)
+    src = source_batch(trained, texts)
+    cached = beam_search(trained.model, src, beam_size=4)
+    assert torch.equal(cached, beam_search(trained.model, src, beam_size=4, use_cache=False))
+    for row in range(0, 60, 10):
+        one = src[row:row + 1, :len(trained.encode(texts[row]))]
+        expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6)
+        assert cached[row, :len(expected)].tolist() == expected
+
+
+def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):
+    """The step-by-step view under mean ablation: each step's probabilities are those of a full pass over its
+    prefix (a cache would average over the one new position only)."""
+    from transformer import ablate
+
+    model, src = trained.model, torch.tensor([trained.encode("q1w2e3")])
+    with ablate(model, {"decoder.0.self": [0, 1], "decoder.1.self": [2]}, mode="mean"), torch.no_grad():
+        for step in decode_steps(model, src):
+            probs = model(src, torch.tensor([step.prefix]))[0, -1].softmax(-1)
+            assert step.prob == pytest.approx(float(probs[step.token_id]), abs=1e-5)
+
+
+def test_the_shortest_limit_still_generates_one_token(peaked_model):
+    src, _ = random_batch(peaked_model.config, [4, 2], [1, 1])
+    assert greedy(peaked_model, src, max_len=1).shape == (2, 2)  # BOS and one token: max_len counts both
+    assert beam_search(peaked_model, src, beam_size=2, max_len=2).shape == (2, 2)

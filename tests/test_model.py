@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from helpers import PAD, random_batch, small_config, small_model
-from transformer import ATTENTION_KINDS, Transformer, TransformerConfig, decoder_mask
+from transformer import ATTENTION_KINDS, Transformer, TransformerConfig, capture, decoder_mask
 
 
 def torch_reference(model: Transformer) -> nn.Transformer:
@@ -49,6 +49,27 @@ def torch_reference(model: Transformer) -> nn.Transformer:
     return reference
 
 
+def reference_embedding(model: Transformer, ids: torch.Tensor, side: str) -> torch.Tensor:
+    """The paper's input, computed here from scratch: the token's row of the embedding matrix times sqrt(d_model),
+    plus PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and PE(pos, 2i + 1) = cos(the same)."""
+    d_model = model.config.d_model
+    weight = {"src": model.encoder, "tgt": model.decoder}[side].embed.token.weight
+    position = torch.arange(ids.size(1), dtype=torch.float64)[:, None]  # (len, 1)
+    pair = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i
+    angle = position / 10000 ** (pair / d_model)  # (len, d_model / 2)
+    encoding = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (len, d_model): sin, cos interleaved
+    return weight[ids] * d_model ** 0.5 + encoding.float()
+
+
+def test_embedding_is_scaled_by_sqrt_d_model_before_the_positions_are_added():
+    model = small_model()
+    src, tgt = random_batch(model.config, [7, 4], [5, 2])
+    with torch.no_grad(), capture(model, "*.hook_embed") as record:
+        model(src, tgt)
+    torch.testing.assert_close(record.hooks["encoder.hook_embed"], reference_embedding(model, src, "src"))
+    torch.testing.assert_close(record.hooks["decoder.hook_embed"], reference_embedding(model, tgt, "tgt"))
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_logits_match_torch_nn_transformer(norm_first, activation):
@@ -58,7 +79,7 @@ def test_logits_match_torch_nn_transformer(norm_first, activation):
     with torch.no_grad():
         ours = model(src, tgt)
         hidden = reference(
-            model.encoder.embed(src), model.decoder.embed(tgt),
+            reference_embedding(model, src, "src"), reference_embedding(model, tgt, "tgt"),
             tgt_mask=nn.Transformer.generate_square_subsequent_mask(tgt.size(1), dtype=torch.bool),
             src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD,
         )
@@ -97,6 +118,7 @@ def test_shapes_and_tied_embeddings():
 def test_learned_positions_and_too_long_input():
     model = small_model(positional="learned", max_len=8)
     assert model.positional_table("src").shape == (8, 32)
+    assert "encoder.embed.positional.embedding.weight" in dict(model.named_parameters())  # learned, so trained
     src, tgt = random_batch(model.config, [9], [3])
     with pytest.raises(ValueError, match="max_len"):
         model(src, tgt)

@@ -1,27 +1,25 @@
 """The training command: a few steps end to end, resuming, the schedule, and two DDP processes."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import TINY_TRAINING
+from helpers import ROOT, TINY_TRAINING
 from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
 from transformer.train import learning_rate, main
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_few_steps_end_to_end(tiny_checkpoint):
     checkpoint = load_checkpoint(tiny_checkpoint)
     card = checkpoint.card
     assert card.task == "reverse" and card.parameters == checkpoint.model.num_parameters()
-    assert [entry["step"] for entry in card.history] == [10, 20]
-    assert [s["step"] for s in card.snapshots] == [0, 2, 6]  # 0 %, 10 %, 30 % of 20 steps (2 % rounds to 0)
+    assert [entry["step"] for entry in card.history] == [250, 500]
+    assert [s["step"] for s in card.snapshots] == [0, 10, 50, 150]  # 0 %, 2 %, 10 %, 30 % of 500 steps
     for snapshot in checkpoint.snapshot_names():
         state = torch.load(tiny_checkpoint / "snapshots" / f"{snapshot}.pt", weights_only=True)
         assert state["encoder.layers.0.self_attn.W_q.weight"].dtype == torch.float16
@@ -33,7 +31,7 @@ def test_few_steps_end_to_end(tiny_checkpoint):
 
 @pytest.mark.slow
 def test_loss_decreases_and_resume_equals_one_run(tmp_path):
-    common = TINY_TRAINING + ["--snapshots", "0"]
+    common = TINY_TRAINING + ["--snapshots", "0", "--eval-every", "10", "--cooldown", "0"]  # cool-down needs the total
     straight = main(common + ["--out", str(tmp_path / "a"), "--steps", "30"])
     main(common + ["--out", str(tmp_path / "b"), "--steps", "20"])
     resumed = main(common + ["--out", str(tmp_path / "b"), "--steps", "30", "--resume"])
@@ -75,8 +73,16 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
                f"--master_port={port}", str(worker)]
     command += TINY_TRAINING + ["--out", str(out), "--steps", "10", "--snapshots", "0"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
+    # torchrun and its workers in a process group of their own: on a timeout the whole group goes, workers too.
+    run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        _, stderr = run.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        _, stderr = run.communicate()
+        pytest.fail(f"torchrun took over 240 s; its process group was killed\n{stderr[-3000:]}")
+    assert run.returncode == 0, stderr[-3000:]
     expected = expected_state(read_config(out), out)
     rank0, rank1 = (load_weights(out / f"rank{rank}.pt", out, expected) for rank in (0, 1))
     initial = load_weights(out / "snapshots" / "step_000000.pt", out, expected)

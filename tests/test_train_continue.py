@@ -4,7 +4,7 @@ import random
 
 import torch
 
-from conftest import TINY_TRAINING
+from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
 from transformer.data import joined_pairs
 from transformer.evaluate import length_bucket

@@ -1,11 +1,13 @@
 """The model view: panels, their order and titles, what the images show, and how big the figure gets."""
 import base64
+import io
 import struct
 import zlib
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+from PIL import Image
 
 import viz
 from benchmarks.model_view import PAYLOAD_LIMIT_BYTES, random_stack, run
@@ -46,12 +48,22 @@ def test_indexed_png_round_trips_through_a_spec_reader():
         indexed_png(np.array([[3]], dtype=np.uint8), palette)
 
 
+@pytest.mark.parametrize("indices, palette", [
+    (np.zeros((2, 2), dtype=np.float32), np.zeros((4, 3), dtype=np.uint8)),  # indices not uint8
+    (np.zeros((2, 2, 1), dtype=np.uint8), np.zeros((4, 3), dtype=np.uint8)),  # indices not 2-D
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((4, 4), dtype=np.uint8)),  # not RGB
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((300, 3), dtype=np.uint8)),  # over 256 colours
+    (np.zeros((2, 2), dtype=np.uint8), np.zeros((4, 3), dtype=np.float32)),  # palette not uint8
+])
+def test_indexed_png_refuses_what_a_palette_png_cannot_hold(indices, palette):
+    with pytest.raises(ValueError, match="must be"):
+        indexed_png(indices, palette)
+
+
 def test_indexed_png_is_readable_by_pillow():
-    image = pytest.importorskip("PIL.Image")
-    import io
     indices = np.arange(12, dtype=np.uint8).reshape(3, 4)
     palette = np.stack([np.arange(12) * 20] * 3, axis=1).astype(np.uint8)
-    decoded = np.asarray(image.open(io.BytesIO(indexed_png(indices, palette))).convert("RGB"))
+    decoded = np.asarray(Image.open(io.BytesIO(indexed_png(indices, palette))).convert("RGB"))
     np.testing.assert_array_equal(decoded, palette[indices])
 
 
@@ -130,11 +142,8 @@ def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
     fig = viz.model_view(np.random.default_rng(0).dirichlet(np.ones(7), size=(3, 4, 6)), *tokens, blocked=blocked)
     assert all(axis.scaleanchor is False for axis in fig.select_yaxes())  # no panel keeps Plotly.js's default lock
     np.testing.assert_allclose(panel_widths(fig.layout, 12), panel_widths(fig.layout, 12)[0])
-    pytest.importorskip("kaleido")
-    try:  # the domains Plotly.js computes (needs a Chrome or Chromium that kaleido can find)
-        full = fig.full_figure_for_development(warn=False)
-    except Exception as error:  # noqa: BLE001 - kaleido raises several kinds when it has no browser
-        pytest.skip(f"Plotly.js layout unavailable: {error}")
+    # The domains Plotly.js computes: kaleido (requirements-dev.txt) runs it in the machine's Chromium, offline.
+    full = fig.full_figure_for_development(warn=False)
     widths = panel_widths(full.layout, 12)
     np.testing.assert_allclose(widths, widths[0], rtol=1e-6)
     starts = sorted({round(full.layout[f"xaxis{index}"].domain[0], 9) for index in range(2, 5)} | {0.0})

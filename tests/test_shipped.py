@@ -1,0 +1,96 @@
+"""The shipped checkpoints as users get them: each folder loads with a valid card and config, fresh inputs meet the
+floors the README promises, and the card's examples translate to what was checked by hand."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from helpers import ROOT, SHARED
+from transformer import TransformerConfig, load_checkpoint
+from transformer.checkpoint import CARD_FILE, CONFIG_FILE
+from transformer.decoding import beam_search
+from transformer.evaluate import FLOORS, METRICS, evaluate, evaluation_cases, fresh_examples
+
+SHIPPED = ("dates", "eng-fra", "reverse")
+CHECK_SEED = 4242  # fresh inputs of neither training nor the recorded evaluation (transformer.evaluate.FRESH_SEED)
+# Each card's examples, with the outputs a person checked: reverse is known; dates and French read by hand.
+EXPECTED = {
+    "reverse": None,  # the example reversed
+    "dates": {"3 March 2021": "2021-03-03", "Wednesday, March 3, 2021": "2021-03-03", "03/03/2021": "2021-03-03",
+              "3.3.2021": "2021-03-03", "3rd of March 2021": "2021-03-03", "Mar 3 2021": "2021-03-03",
+              "3 Mar 21": "2021-03-03", "MARCH 3, 2021": "2021-03-03", "July 14th, 1989": "1989-07-14",
+              "1 January 2000": "2000-01-01"},
+    "eng-fra": {"I am cold.": "J'ai froid.", "She is reading a book.": "Elle est en train de lire un livre.",
+                "We will go to the beach tomorrow.": "Nous allons aller à la plage demain.",
+                "Where is the station?": "Où est la gare ?", "I don't like cats.": "Je n'aime pas les chats.",
+                "The children are playing in the garden.": "Les enfants jouent dans le jardin.",
+                "He bought a red car.": "Il a acheté une voiture rouge.",
+                "Do you speak French?": "Parlez-vous français ?",
+                "Tom is taller than Mary.": "Tom est plus grand que Marie.",
+                "It is raining today.": "Il pleut aujourd'hui."},
+}
+
+
+@pytest.fixture(scope="module", params=SHIPPED)
+def shipped(request):
+    return load_checkpoint(ROOT / "checkpoints" / request.param)
+
+
+def test_the_shipped_folders_are_the_ones_tested():
+    assert sorted(path.name for path in (ROOT / "checkpoints").iterdir() if path.is_dir()) == sorted(SHIPPED)
+
+
+def test_card_and_config_are_valid_and_agree_with_the_weights(shipped):
+    folder = ROOT / "checkpoints" / shipped.name
+    config = TransformerConfig.from_dict(json.loads((folder / CONFIG_FILE).read_text()))
+    assert config == shipped.model.config
+    card = shipped.card
+    assert json.loads((folder / CARD_FILE).read_text())["name"] == card.name == shipped.name
+    assert card.parameters == shipped.model.num_parameters()
+    assert card.task in FLOORS and card.examples and card.description and card.data and card.training_command
+    recorded = card.metrics.get("fresh_exact_match_worst_case", card.metrics.get("dev_bleu"))
+    assert recorded is not None and recorded >= FLOORS[card.task]  # the figure the README quotes meets its floor
+    assert [s["step"] for s in card.history] == sorted(s["step"] for s in card.history)
+    assert shipped.snapshot_names()
+    for name in shipped.snapshot_names():
+        snapshot = shipped.load_snapshot(name)
+        assert snapshot.config == config and snapshot.encoder.embed.token.weight.dtype == torch.float32
+
+
+def test_the_examples_translate(shipped):
+    expected = EXPECTED[shipped.name]
+    for example in shipped.card.examples:
+        want = example[::-1] if expected is None else expected[example]
+        assert shipped.translate(example).text == want, example
+
+
+def test_cached_beam_search_equals_full_re_runs_on_the_examples(shipped):
+    """On eng-fra a beam search whose cache did not follow its beams changed 2 of 6 outputs."""
+    texts = shipped.card.examples
+    ids = [shipped.encode(text) for text in texts]
+    src = torch.full((len(ids), max(map(len, ids))), shipped.model.config.pad_id)
+    for row, row_ids in enumerate(ids):
+        src[row, :len(row_ids)] = torch.tensor(row_ids)
+    assert torch.equal(beam_search(shipped.model, src, beam_size=4),
+                       beam_search(shipped.model, src, beam_size=4, use_cache=False))
+
+
+@pytest.mark.parametrize("name, per_case", [("reverse", 3), ("dates", 5)])
+def test_fresh_inputs_meet_the_floor_in_every_case(name, per_case):
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / name)
+    result = evaluate(checkpoint, fresh_examples(name, per_case, seed=CHECK_SEED))
+    assert len(result["per_case"]) == {"reverse": 30, "dates": 12}[name]
+    assert result["meets_floor"], (result["worst"], result["errors"][:5])
+
+
+@pytest.mark.slow
+def test_eng_fra_meets_its_bleu_floor_on_the_whole_dev_split():
+    """About a minute: 3,733 sentences, from the corpus beside the repository."""
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
+    corpus = SHARED / "data" / "tatoeba-eng-fra" / "eng-fra.tsv"
+    assert corpus.is_file(), f"the corpus belongs at {corpus}"
+    result = evaluate(checkpoint, evaluation_cases(checkpoint, 1, data=str(corpus)))
+    assert result["metric"] == METRICS["translate"] and result["inputs"] == checkpoint.card.metrics["dev_pairs"]
+    assert result["overall"] >= FLOORS["translate"]
