@@ -74,7 +74,7 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
     assert at.query_params["view"] == "attention"
     card = at.table[0].value  # the model card's metrics, names readable and values formatted
     assert card.columns.tolist() == ["metric", "value"]
-    assert dict(zip(card["metric"], card["value"]))["train pairs"] == "400"
+    assert dict(zip(card["metric"], card["value"]))["train pairs"] == "4,000"
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])

@@ -12,9 +12,10 @@ from transformer.train import Progress, main, select_snapshots
 
 
 def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
-    main(TINY_TRAINING + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5"])
+    every_ten = TINY_TRAINING + ["--eval-every", "10"]
+    main(every_ten + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5"])
     first = json.loads((tmp_path / "first" / "card.json").read_text())
-    continued = main(TINY_TRAINING + ["--out", str(tmp_path / "second"), "--init-from", str(tmp_path / "first"),
+    continued = main(every_ten + ["--out", str(tmp_path / "second"), "--init-from", str(tmp_path / "first"),
                                       "--steps", "20", "--snapshots", "0"])
     card = json.loads((tmp_path / "second" / "card.json").read_text())
     steps = [entry["step"] for entry in card["history"]]

@@ -63,7 +63,8 @@ def unexpected(path: str, error: Exception) -> str:
     return f"{path}: unexpected {type(error).__name__}: {error}"
 
 
-@st.cache_resource(ttl=KEPT_FOR, show_spinner=False)
+# Entry limits bound the memory: a few loaded models (only those someone views), cheap facts about many folders.
+@st.cache_resource(ttl=KEPT_FOR, max_entries=4096, show_spinner=False)
 def folder_error(path: str, version: int) -> str:
     """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors)."""
     try:
@@ -82,7 +83,7 @@ def folder_errors() -> dict[str, str]:
     return {name: folder_error(str(root / name), version_of(name)) for name in checkpoint_folders(root)}
 
 
-@st.cache_resource(ttl=KEPT_FOR, show_spinner="Loading the checkpoint…")
+@st.cache_resource(ttl=KEPT_FOR, max_entries=8, show_spinner="Loading the checkpoint…")
 def load(path: str, version: int) -> Loaded:
     """The checkpoint at `path`, loaded once and shared by every session. A failure is kept too, so a broken folder
     is not read again until it changes."""
@@ -101,7 +102,7 @@ def loaded(name: str) -> Loaded:
         return Loaded(None, str(error))
 
 
-@st.cache_resource(ttl=KEPT_FOR, show_spinner="Loading the training snapshot…")
+@st.cache_resource(ttl=KEPT_FOR, max_entries=16, show_spinner="Loading the training snapshot…")
 def load_snapshot(path: str, version: int, snapshot: str) -> torch.nn.Module:
     try:
         return load(path, version).checkpoint.load_snapshot(snapshot)
@@ -116,7 +117,7 @@ def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
     return load(path, version).checkpoint.model if snapshot == FINAL else load_snapshot(path, version, snapshot)
 
 
-@st.cache_resource(ttl=KEPT_FOR, show_spinner=False)
+@st.cache_resource(ttl=KEPT_FOR, max_entries=256, show_spinner=False)
 def vocabulary(path: str, version: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every source and target piece by id: two checkpoints with the same can read the same ids. Reads the config
     and tokenizers only, so finding the checkpoints comparable to one loads none of them. CheckpointError if the
