@@ -28,6 +28,13 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 </style>"""
 
 
+# Twelve views are wider than one row of buttons on a laptop: the picker wraps onto a second row instead of hiding
+# the last ones.
+PICKER_CSS = """<style>
+.st-key-view [data-testid="stButtonGroup"], .st-key-view [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
+</style>"""
+
+
 def main() -> None:
     state.restore()
     lecture = st.session_state.lecture
@@ -41,6 +48,7 @@ def main() -> None:
         key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
                          label_visibility="collapsed", width=260)
     else:
+        st.html(PICKER_CSS)
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")

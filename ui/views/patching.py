@@ -25,7 +25,9 @@ def render(page: Page) -> None:
     position = st.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
                             persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}")
     patched = page.patched(corrupted, position)
-    if patched.error:
+    if corrupted.strip() == page.text.strip():  # every effect is 0 up to rounding: a scale over noise would mislead
+        st.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
+    elif patched.error:
         st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
     else:
         st.text(f"log p({outputs[position]}) at output {position}: clean {patched.clean_log_prob:.3f}, "
