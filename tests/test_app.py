@@ -56,6 +56,11 @@ def panels(at: AppTest, index: int = 0) -> list[np.ndarray]:
     return [array(trace["z"]) for trace in figure(at, index)["data"] if trace.get("coloraxis")]
 
 
+def view_picker(at: AppTest):
+    """The view picker: a row of buttons, or a compact list in lecture mode."""
+    return at.selectbox(key="view") if at.session_state["lecture"] else at.segmented_control(key="view")
+
+
 def texts(elements) -> list[str]:
     return [element.value for element in elements]
 
@@ -80,7 +85,7 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])
 def test_every_view_renders(app, view):
     at = ok(app(view=view, text="abc123"))
-    assert at.segmented_control(key="view").value == view
+    assert view_picker(at).value == view
     if view == "ablation":  # nothing switched off yet: it asks for heads
         assert "Pick heads" in at.info[0].value
     else:
@@ -110,7 +115,7 @@ def test_a_link_restores_the_view(app):
                 lecture="1", image="svg"))
     assert at.selectbox(key="checkpoint").value == LOADABLE[1]
     assert at.text_input(key="text").value == "link7"
-    assert at.segmented_control(key="view").value == "compare"
+    assert view_picker(at).value == "compare"
     assert at.segmented_control(key="compare").value == "layers"
     assert at.segmented_control(key="kind").value == "encoder.self"
     assert at.toggle(key="lecture").value is True
@@ -125,12 +130,12 @@ def test_a_bad_link_falls_back_to_defaults_with_a_notice(app):
     for name in ("checkpoint", "layer", "head", "view"):
         assert f"`{name}`" in notices
     assert at.selectbox(key="checkpoint").value == LOADABLE[0]  # never a path outside the checkpoints folder
-    assert at.segmented_control(key="view").value == "attention"
+    assert view_picker(at).value == "attention"
     assert at.segmented_control(key="kind").value == "decoder.self"  # the valid parts of the link are kept
     assert (at.segmented_control(key="layer").value, at.segmented_control(key="head").value) == (0, 0)
     assert at.query_params["head"] == "0"
     assert charts(at)
-    at.segmented_control(key="view").set_value("decoding").run()
+    view_picker(at).set_value("decoding").run()
     assert "`step`" in " ".join(texts(ok(at).warning))  # checked when its view first needs it
 
 
@@ -182,7 +187,7 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
     assert "values" not in [toggle.key for toggle in at.toggle]  # numbers in cells: not for the back row
     assert "Positions" in at.selectbox(key="view").options  # short labels, in a compact list on a projector
     at.toggle(key="lecture").set_value(False).run()
-    assert "Positional encoding" in ok(at).segmented_control(key="view").options
+    assert "Positional encoding" in view_picker(ok(at)).options
 
 
 def test_dark_figures_when_the_browser_reports_no_theme(app):
@@ -232,7 +237,7 @@ def test_model_view_opens_a_head_in_the_attention_view(app):
     at = ok(app(view="model"))
     at.selectbox(key="model-pick").set_value((0, 3)).run()
     at.button(key="model-open").click().run()
-    assert ok(at).segmented_control(key="view").value == "attention"
+    assert view_picker(ok(at)).value == "attention"
     assert at.segmented_control(key="head").value == 3
     assert figure(at)["layout"]["title"]["text"].endswith("head 3")
 
@@ -473,7 +478,7 @@ def test_a_link_with_every_parameter_restores_each_view(app, app_checkpoints, vi
     assert link.keys() == URL_STATE.keys()  # a new parameter needs a value here
     at = ok(app(**link))
     assert not link_notices(at)
-    assert at.segmented_control(key="view").value == view
+    assert view_picker(at).value == view
     for name, text in link.items():
         assert at.session_state[name] == URL_STATE[name][0](text), name
     assert dict(at.query_params) == link  # written back as it came
@@ -543,7 +548,7 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
     at = ok(app(text="tok€n5", pad_src="2"))
     table = at.dataframe[0].value
     assert list(table["typed"][:6]) == ["t", "o", "k", "€", "n", "5"] and table["source piece"][3] == "<unk>"
-    at.segmented_control(key="view").set_value("decoding").run()
+    view_picker(at).set_value("decoding").run()
     ok(at)
     assert not outside
 
