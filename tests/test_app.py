@@ -20,6 +20,7 @@ import transformer.attribution
 import transformer.corpus
 import transformer.patching
 import transformer.tokenizer
+import ui.passes
 import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
 from ui.state import URL_STATE
@@ -312,6 +313,10 @@ def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path)
     ranking, _ = corpus_tables(ok(at))
     pd.testing.assert_frame_equal(ranking, transformer.corpus.rank_heads(out, "entropy"))
     assert at.query_params["corpus_stat"] == "entropy"
+    made = ui.passes.corpus_file(ui.passes.checkpoint_path(LOADABLE[0]), ui.passes.version_of(LOADABLE[0]), 9)
+    assert made.sentences == 9 and Path(made.parquet).exists()  # the app's own run, cached
+    ui.passes.corpus_file.clear()
+    assert not Path(made.parquet).parent.exists()  # a released entry takes its temporary folder with it
 
 
 def test_ablation_shows_both_outputs(app):
