@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 import torch
@@ -16,8 +17,10 @@ from streamlit.testing.v1 import AppTest
 
 import transformer
 import transformer.attribution
+import transformer.corpus
 import transformer.patching
 import transformer.tokenizer
+import ui.passes
 import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
 from ui.state import URL_STATE
@@ -286,6 +289,41 @@ def test_head_view_draws_lines_for_each_chosen_head(app):
     assert legend == ["L0 H0", "L0 H1"]
 
 
+def corpus_tables(at: AppTest) -> list:
+    """The Heads view's corpus ranking and top sentences (AppTest does not report a dataframe's key)."""
+    return [frame.value for frame in at.dataframe
+            if frame.value.columns[-1] == "sentences" or frame.value.columns[0] == "sentence"]
+
+
+def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path):
+    """Nothing runs until the button is pressed; then the ranking and the chosen head's sentences are exactly
+    transformer.corpus's on the same corpus (every row, as plain text)."""
+    at = ok(app(view="heads", corpus_stat="eos_share"))
+    assert not corpus_tables(at)
+    at.number_input(key="corpus_count").set_value(9).run()
+    at.button(key="corpus-run").click().run()
+    checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
+    out = tmp_path / "heads.parquet"
+    transformer.corpus.run(checkpoint, out, transformer.corpus.corpus_pairs(checkpoint, 9), progress=False)
+    ranking, _ = corpus_tables(ok(at))
+    expected = transformer.corpus.rank_heads(out, "eos_share")
+    assert ranking.iloc[0].tolist() == expected.iloc[0].tolist()
+    pd.testing.assert_frame_equal(ranking, expected)  # every head, in the library's order
+    kind, layer, head = expected.iloc[-1][["kind", "layer", "head"]]
+    at.selectbox(key="corpus_head").set_value((kind, layer, head)).run()
+    _, top = corpus_tables(ok(at))
+    pd.testing.assert_frame_equal(top, transformer.corpus.top_sentences(out, kind, int(layer), int(head),
+                                                                        "eos_share", 10))
+    at.selectbox(key="corpus_stat").set_value("entropy").run()  # another statistic: no new run, a new ranking
+    ranking, _ = corpus_tables(ok(at))
+    pd.testing.assert_frame_equal(ranking, transformer.corpus.rank_heads(out, "entropy"))
+    assert at.query_params["corpus_stat"] == "entropy"
+    made = ui.passes.corpus_file(ui.passes.checkpoint_path(LOADABLE[0]), ui.passes.version_of(LOADABLE[0]), 9)
+    assert made.sentences == 9 and Path(made.parquet).exists()  # the app's own run, cached
+    ui.passes.corpus_file.clear()
+    assert not Path(made.parquet).parent.exists()  # a released entry takes its temporary folder with it
+
+
 def test_ablation_shows_both_outputs(app):
     at = ok(app(view="ablation", text="ablate5"))
     at.multiselect(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
@@ -469,7 +507,7 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
-            "patch_position": "1"}
+            "patch_position": "1", "corpus_stat": "eos_share"}
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 import viz
 
@@ -112,3 +113,20 @@ class Page:
     def faithfulness_table() -> tuple[str, ...]:
         """The README's faithfulness table as Markdown lines (() if it has none)."""
         return passes.faithfulness_table(passes.readme_version())
+
+    # ------------------------------------------------------------------------------------------ heads across a corpus
+
+    corpus_statistics = passes.CORPUS_STATISTICS  # name -> what it measures
+
+    def corpus(self, count: int) -> passes.CorpusFile:
+        """This checkpoint run over a corpus of `count` inputs (its generated inputs or its dev split's first
+        sentences): whether it could be read, and how many sentences it held."""
+        return passes.corpus_file(self.path, self.version, count)
+
+    def corpus_ranking(self, count: int, statistic: str) -> pd.DataFrame:
+        """Heads by their mean `statistic` over that corpus, highest first: kind, layer, head, mean, sentences."""
+        return passes.corpus_ranking(self.path, self.version, count, statistic)
+
+    def corpus_top(self, count: int, kind: str, layer: int, head: int, statistic: str) -> pd.DataFrame:
+        """The sentences of that corpus where one head's `statistic` is highest: sentence, value, source, target."""
+        return passes.corpus_top(self.path, self.version, count, kind, layer, head, statistic)

@@ -12,17 +12,20 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 
 from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
                          checkpoint_folders, checkpoint_version, decode_steps, load_checkpoint, model_device,
                          resolve_checkpoint)
-from transformer import attribution
+from transformer import attribution, corpus
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
@@ -277,3 +280,51 @@ def faithfulness_table(version: int) -> tuple[str, ...]:
 
 def readme_version() -> int:
     return README.stat().st_mtime_ns if README.exists() else 0
+
+
+# ---------------------------------------------------------------------------------------------- heads across a corpus
+# transformer.corpus over a small corpus (the checkpoint's generated inputs or its dev split's first sentences): the
+# Parquet file lives in a temporary folder as long as its cache entry, and is removed when the entry is released.
+# Rankings and top sentences are small, so st.cache_data hands each session its own copy of them.
+
+CORPUS_STATISTICS = corpus.STATISTICS
+TOP_SENTENCES = 10  # listed for the chosen head
+
+
+class CorpusFile(NamedTuple):
+    error: str  # why the corpus could not be read ("" if it was); no file then
+    parquet: str = ""
+    sentences: int = 0
+
+
+def remove_corpus_file(result: CorpusFile) -> None:
+    if result.parquet:
+        shutil.rmtree(Path(result.parquet).parent, ignore_errors=True)
+
+
+@st.cache_resource(ttl=KEPT_FOR, max_entries=8, show_spinner="Running the checkpoint over the corpus…",
+                   on_release=remove_corpus_file)
+def corpus_file(path: str, version: int, count: int) -> CorpusFile:
+    checkpoint = load(path, version).checkpoint
+    folder = Path(tempfile.mkdtemp(prefix="atlas-corpus-"))
+    parquet = folder / "heads.parquet"
+    try:
+        sentences = corpus.run(checkpoint, parquet, corpus.corpus_pairs(checkpoint, count), progress=False)
+    except OSError as error:  # a translation checkpoint whose corpus file is not on this machine
+        shutil.rmtree(folder, ignore_errors=True)
+        return CorpusFile(f"The corpus could not be read: {error}")
+    return CorpusFile("", str(parquet), sentences)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def corpus_ranking(path: str, version: int, count: int, statistic: str) -> pd.DataFrame:
+    """Heads by their mean `statistic` over the corpus (transformer.corpus.rank_heads)."""
+    return corpus.rank_heads(corpus_file(path, version, count).parquet, statistic)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head: int,
+               statistic: str) -> pd.DataFrame:
+    """The sentences where one head's `statistic` is highest (transformer.corpus.top_sentences)."""
+    return corpus.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
+                                TOP_SENTENCES)

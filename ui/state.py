@@ -82,6 +82,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "attr_token": (int, 0),
     "corrupt": (str, None),
     "patch_position": (int, 0),
+    "corpus_stat": (str, "previous_share"),
 }
 ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
 SHOWN_CHARS = 40  # of a refused link value in its notice

@@ -1,13 +1,16 @@
-"""Numbers per head (sortable), a scatter of two of them, and attention rollout."""
+"""Numbers per head (sortable), a scatter of two of them, attention rollout, and heads ranked across a corpus."""
 from __future__ import annotations
 
 import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import settle
+from ui.state import draw, settle
 from ui.view import View
-from ui.widgets import show_figure, table_height
+from ui.widgets import controls, head_title, show_figure, table_height
+
+CORPUS_SIZE = 200  # inputs by default: a few seconds on the shipped checkpoints
+MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it streams, and runs under torchrun)
 
 
 def render(page: Page) -> None:
@@ -41,6 +44,43 @@ def render(page: Page) -> None:
                                              theme=page.theme), "rollout-decoder")
         st.caption("Row t: the share of each source token in the decoder's state at position t; the rest of each "
                    "row belongs to the decoder's own input.")
+    across_corpus(page)
+
+
+def across_corpus(page: Page) -> None:
+    """Rank heads by a statistic over a corpus, and list the sentences where the chosen head does most of it. The
+    corpus runs only when the button is pressed; its results stay for the session (cached per checkpoint version)."""
+    st.subheader("Across a corpus")
+    statistics = page.corpus_statistics
+    row = controls("corpus")
+    statistic = draw(row.selectbox, "Statistic", "corpus_stat", list(statistics),
+                     format_func=lambda name: f"{name}: {statistics[name]}", persist_state="session")
+    count = int(row.number_input("Inputs", min_value=1, max_value=MAX_CORPUS_SIZE, value=CORPUS_SIZE, step=50,
+                                 key="corpus_count"))
+    row.button("Run over the corpus", key="corpus-run", on_click=st.session_state.__setitem__,
+               args=("corpus_ran", (page.path, page.version, count)))
+    ran = st.session_state.get("corpus_ran")
+    if not ran or ran[:2] != (page.path, page.version):
+        st.caption(f"Runs this checkpoint over {'its dev split' if page.card.task == 'translate' else 'fresh inputs'}"
+                   " and ranks every head by the statistic's mean over the sentences.")
+        return
+    count = ran[2]
+    result = page.corpus(count)
+    if result.error:
+        st.error(result.error)
+        return
+    ranking = page.corpus_ranking(count, statistic)
+    st.dataframe(ranking, hide_index=True, key="corpus-ranking", height="content",
+                 column_config={"mean": st.column_config.NumberColumn(format="%.3f")})
+    st.caption(f"Every head by its mean {statistic} over {result.sentences} sentences (taken over the sentences where "
+               "the statistic is defined), highest first.")
+    heads = list(ranking[["kind", "layer", "head"]].itertuples(index=False, name=None))
+    kind, layer, head = st.selectbox("Head", heads, key="corpus_head",
+                                     format_func=lambda h: head_title(*h))
+    top = page.corpus_top(count, kind, int(layer), int(head), statistic)
+    st.dataframe(top, hide_index=True, key="corpus-top", height="content",
+                 column_config={statistic: st.column_config.NumberColumn(format="%.3f")})
+    st.caption(f"The sentences where this head's {statistic} is highest.")
 
 
 VIEW = View("heads", "Heads", "Heads", render)
