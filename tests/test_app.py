@@ -23,6 +23,7 @@ import transformer.tokenizer
 import ui.passes
 import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
+from ui.plain import plain
 from ui.state import URL_STATE
 from ui.views import VIEWS
 
@@ -82,7 +83,7 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
     assert at.query_params["view"] == "attention"
     card = at.table[0].value  # the model card's metrics, names readable and values formatted
     assert card.columns.tolist() == ["metric", "value"]
-    assert dict(zip(card["metric"], card["value"]))["train pairs"] == "4,000"
+    assert dict(zip(card["metric"], card["value"]))["train pairs"] == plain("4,000")  # st.table reads Markdown
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])
@@ -592,7 +593,8 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
 
 
 def test_compare_draws_a_minus_b_of_two_heads(app, app_checkpoints):
-    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self", head="0", head_b="2"))
+    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self", head="0", layer_b="0",
+                head_b="2"))
     a, b, difference = panels(at)
     stack = transformer.load_checkpoint(app_checkpoints / LOADABLE[0]).translate("cmp42").attention.stack(
         "encoder.self").numpy()
@@ -660,7 +662,7 @@ def test_a_refused_link_value_is_named_with_what_is_used_instead(app):
 @pytest.mark.parametrize("view", ["attribution", "patching"])
 def test_attribution_views_render_on_reverse(app, reverse_checkpoints, monkeypatch, view):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
-    at = ok(app(view=view, text="abc12"))
+    at = ok(app(view=view, text="abc12", corrupt="abc13"))  # patching: one character edited
     assert len(charts(at)) == 2
     assert not at.warning
 
