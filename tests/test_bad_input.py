@@ -223,8 +223,10 @@ def assert_not_rendered(at: AppTest, text: str) -> None:
     """No element may render HTML but the app's own, and the user's text never reaches a Markdown element or an
     unescaped figure label."""
     assert not any(element.proto.allow_html for element in [*at.markdown, *at.caption])
-    assert not at.get("html")  # st.html is only used for lecture mode's CSS
     visible = text.strip()
+    for element in at.get("html"):  # st.html carries the app's own CSS only (lecture mode, picker, figure widths)
+        body = element.proto.body.strip()
+        assert body.startswith("<style>") and body.endswith("</style>") and body.count("<") == 2, body
     if len(visible) >= 4:  # shorter text ("a") turns up in ordinary sentences
         assert not any(visible in body for body in rendered_as_markdown(at))
     for chart in at.get("plotly_chart"):
