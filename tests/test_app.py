@@ -702,3 +702,23 @@ def test_patching_inputs_of_different_lengths_says_so(app):
     at = ok(app(view="patching", text="patch3", corrupt="patch34"))
     assert "cannot be patched" in at.warning[0].value
     assert len(charts(at)) == 1  # the logit lens still shows
+
+
+def test_compare_two_shipped_checkpoints_draws_a_minus_b(app, tmp_path, monkeypatch):
+    """reverse against reverse-1layer (same vocabulary): B is reverse-1layer's layer-0 head on reverse's sequence."""
+    root = tmp_path / "checkpoints"
+    for name in ("reverse", "reverse-1layer"):
+        shutil.copytree(CHECKPOINTS / name, root / name)
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = ok(app(checkpoint="reverse", text="abc12", view="compare", compare="checkpoints", kind="decoder.cross",
+                layer="0", head="1"))
+    assert at.selectbox(key="checkpoint_b").value == "reverse-1layer"
+    a, b, difference = panels(at)
+    one_layer = transformer.load_checkpoint(root / "reverse-1layer")
+    full = transformer.load_checkpoint(root / "reverse").translate("abc12")
+    with torch.no_grad(), transformer.capture(one_layer.model) as record:
+        one_layer.model(torch.tensor([full.src_ids]), torch.tensor([full.tgt_ids]))
+    np.testing.assert_allclose(a, full.attention.stack("decoder.cross")[0, 1].numpy(), atol=1e-6)
+    np.testing.assert_allclose(b, record.stack("decoder.cross")[0, 1].numpy(), atol=1e-6)
+    np.testing.assert_allclose(difference, a - b, atol=1e-6)
+    assert np.abs(difference).max() > 1e-2
