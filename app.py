@@ -51,12 +51,13 @@ def main() -> None:
         st.html(PICKER_CSS)
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
+    headline = top.container()  # lecture mode: "input → output" beside the picker, so the figure starts higher
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
     notices = st.container()
     try:
-        page = build_page()
+        page = build_page(headline)
         view = BY_KEY[key]
         if page is not None and (page.analysis is not None or not view.needs_input):
             view.render(page)

@@ -117,13 +117,14 @@ def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
     return amounts[0], amounts[1]
 
 
-def show_output(page: Page) -> None:
-    """The output with its warnings, and (outside lecture mode) every piece with its id or probability."""
+def show_output(page: Page, headline) -> None:
+    """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
+    mode input and output are one line of plain text in `headline` (beside the view picker)."""
     analysis = page.analysis
     for warning in analysis.warnings:
         st.warning(warning, icon="⚠️")
     if page.lecture:  # the sidebar is folded away: what went in and what came out, on one line of plain text
-        st.text(f"{page.text}  →  {analysis.text or '(empty: the model ended at once)'}")
+        headline.text(f"{page.text}  →  {analysis.text or '(empty: the model ended at once)'}")
         return
     output = st.container()
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
@@ -144,8 +145,9 @@ def figure_theme() -> viz.Theme:
     return viz.Theme(large=st.session_state.lecture, dark=dark)
 
 
-def build_page() -> Page | None:
-    """Everything the sidebar decides, as the Page the views get; None when no checkpoint can be used."""
+def build_page(headline) -> Page | None:
+    """Everything the sidebar decides, as the Page the views get; None when no checkpoint can be used. `headline`:
+    where lecture mode writes the input and its output (a container beside the view picker)."""
     name = choose_checkpoint()
     if name is None:
         return None
@@ -167,5 +169,5 @@ def build_page() -> Page | None:
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
                 theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format)
     if analysis is not None:
-        show_output(page)
+        show_output(page, headline)
     return page

@@ -42,9 +42,7 @@ def render(page: Page) -> None:
         st.error("A training snapshot of this checkpoint could not be loaded.")
         st.code(str(error), language=None)
         return
-    if page.lecture:  # one line of plain text
-        st.text(f"Output at {page.snapshot_label(snapshot)} (greedy): {at_snapshot.text}")
-    else:
+    if not page.lecture:  # on a projector, one line of plain text under the figure
         st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
         st.code(at_snapshot.text, language=None, wrap_lines=True)
     current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
@@ -53,6 +51,8 @@ def render(page: Page) -> None:
     show_figure(page, viz.head_heatmap(current.weights, current.q_labels, current.k_labels, blocked=current.blocked,
                                        title=f"{title} at {page.snapshot_label(snapshot)}", theme=page.theme),
                 "training-head")
+    if page.lecture:
+        st.text(f"Output at {page.snapshot_label(snapshot)} (greedy): {at_snapshot.text}")
     produces_caption(current)
     show_figure(page, viz.snapshots_figure(forming, current.q_labels, current.k_labels, blocked=current.blocked,
                                            columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
