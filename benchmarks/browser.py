@@ -17,13 +17,14 @@ FIGURE = "browser render"
 AT_MOST = 2.0  # seconds, at the longest input: 256 tokens (the smoke run's longest is tiny)
 
 # True once the run has ended and the model view shows the new input: an x axis as long as the source (each
-# panel is an image, whose axis spans its width in cells) and one image per panel.
+# panel is an image, whose axis spans its width in cells) and one image trace per panel (the invisible heatmaps that
+# make panels clickable are drawn as SVG images too, so traces are counted, not elements).
 DRAWN = """([tokens, panels]) => {
     if (document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')) return false;
     const plot = document.querySelector('.stPlotlyChart .js-plotly-plot');
     const axis = plot && plot._fullLayout && plot._fullLayout.xaxis;
     return Boolean(axis) && Math.round(axis.range[1] - axis.range[0]) === tokens
-        && plot.querySelectorAll('image').length === panels;
+        && plot.data.filter(trace => trace.type === 'image').length === panels;
 }"""
 # Bytes the page fetched over HTTP (document, scripts, styles, fonts), as the browser's resource timing reports.
 HTTP_BYTES = """() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))

@@ -253,5 +253,7 @@ def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):
 
 def test_the_shortest_limit_still_generates_one_token(peaked_model):
     src, _ = random_batch(peaked_model.config, [4, 2], [1, 1])
-    assert greedy(peaked_model, src, max_len=1).shape == (2, 2)  # BOS and one token: max_len counts both
+    assert greedy(peaked_model, src, max_len=2).shape == (2, 2)  # BOS and one token: max_len counts both
+    with pytest.raises(ValueError, match="at least 2"):
+        greedy(peaked_model, src, max_len=1)  # no room for a token: refused, not clamped
     assert beam_search(peaked_model, src, beam_size=2, max_len=2).shape == (2, 2)

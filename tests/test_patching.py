@@ -145,7 +145,7 @@ def test_patch_texts_and_lens_pieces_on_a_checkpoint(tiny_checkpoint):
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     result, translation = patch_texts(checkpoint, "abcd", "abce", position=0)
-    assert result.positions["encoder"].shape == (1, len(translation.src_ids))
+    assert result.positions["encoder"].shape == (checkpoint.config.num_encoder_layers, len(translation.src_ids))
     with pytest.raises(ValueError, match="same number of tokens"):
         patch_texts(checkpoint, "abcd", "abcde", position=0)
     lens = logit_lens(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids)
