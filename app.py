@@ -16,11 +16,14 @@ from ui.views import BY_KEY, VIEWS
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
 # fits a 1280 x 720 projector, where the figure must start within the first 320 pixels: little padding above the
 # page (the header bar, its two icons outside the content, lets the page show through and only its buttons take
-# clicks), narrower view options (one row, the lecture switch beside them), and the rows of controls drawn at 72 %
-# (they are the lecturer's, not the room's) so that each keeps to one line.
+# clicks), the view list and the lecture switch drawn at 80 % with the input and output between them, less space
+# between elements, and the rows of controls at 72 % (they are the lecturer's, not the room's) so each keeps to one
+# line.
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 0.5rem 3rem 2rem; }
+[data-testid="stMainBlockContainer"] { padding: 0.1rem 3rem 2rem; }
+.st-key-view, .st-key-lecture { zoom: 0.8; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.3rem; }
 header[data-testid="stHeader"] { background: transparent; pointer-events: none; }
 header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointer-events: auto; }
 [data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }

@@ -40,10 +40,14 @@ def render(page: Page) -> None:
         rows = merged[:, :, 0]
     prefix = list(steps.prefix_tokens[: step + 1])
     fig = viz.decoding_step_figure(rows, source, prefix, step, theme=page.theme)
-    st.text(viz.decoding_step_caption(step, prefix))  # grows with every step: wrapped text, never a cut title
+    caption = viz.decoding_step_caption(step, prefix)  # grows with every step: wrapped text, never a cut title
+    if not page.lecture:
+        st.text(caption)
     left, right = st.columns([3, 2])
     with left:
         show_figure(page, fig, "decoding-step")
+        if page.lecture:  # on a projector the figure comes first (its title names the step), the long line under it
+            st.text(caption)
     with right:
         st.markdown(f"**Step {step}: the {len(steps.top[step])} most likely next pieces**")
         st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
