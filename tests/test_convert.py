@@ -290,6 +290,7 @@ APP_VIEWS = ("attention", "model", "compare", "decoding", "positional", "heads",
 
 
 @pytest.mark.parametrize("view", APP_VIEWS)
+@pytest.mark.slow  # AppTest of every view
 def test_the_app_opens_a_converted_folder_in_every_view(marian_folder, tmp_path_factory, monkeypatch, view):
     from streamlit.testing.v1 import AppTest
 

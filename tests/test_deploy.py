@@ -19,8 +19,9 @@ import pytest
 
 from deploy.local import compressed_static, nginx_config, nginx_proxy
 
-pytestmark = pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
-                                reason="no nginx (apt-get install nginx)")
+pytestmark = [pytest.mark.slow,  # real nginx and servers
+              pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
+                                reason="no nginx (apt-get install nginx)")]
 TIMEOUT_S = 10
 LONG_TEXT = "attention " * 500  # above gzip_min_length
 

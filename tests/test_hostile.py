@@ -27,6 +27,7 @@ from transformer.data import MAX_CHARS_PER_TOKEN, bounded
 from transformer.decoding import MAX_BEAM_SIZE, beam_search
 
 SECONDS, GROWTH_BYTES = 2.0, 1 << 30
+pytestmark = pytest.mark.slow  # every case runs in a forked child, bounded in time and memory
 ADDRESS_SPACE_CAP = 2 << 30  # on top of what the parent has mapped: a runaway allocation dies, not the machine
 CHILD_TIMEOUT_S = 30
 

@@ -16,7 +16,8 @@ from benchmarks.model_view import random_stack
 from benchmarks.server import CHROMIUM, launch_chromium
 from figure_browser import measure, readability_problems
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+pytestmark = [pytest.mark.slow,  # a real browser
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
 
 # Pieces as eng-fra's sentencepiece writes them: long and short, repeated, special tokens, a long date word.
