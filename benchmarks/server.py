@@ -25,6 +25,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def wait_until_healthy(url: str, process: subprocess.Popen, log: Path, name: str) -> None:
+    """Return once `url`'s Streamlit health check answers (directly or through a proxy); ServerError, with the log,
+    if `process` exits first or STARTUP_S pass."""
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        if process.poll() is not None:
+            raise ServerError(f"{name} exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url + "_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise ServerError(f"{name} did not answer within {STARTUP_S} s:\n{log.read_text()}")
+        time.sleep(0.25)
+
+
 @contextlib.contextmanager
 def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1,
                      env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
@@ -39,19 +57,7 @@ def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1,
     with open(log, "w") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + STARTUP_S
-        while True:
-            if process.poll() is not None:
-                raise ServerError(f"streamlit exited with {process.returncode}:\n{Path(log).read_text()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise ServerError(f"streamlit did not answer within {STARTUP_S} s:\n{Path(log).read_text()}")
-            time.sleep(0.5)
+        wait_until_healthy(f"http://127.0.0.1:{port}/", process, Path(log), "streamlit")
         yield f"http://127.0.0.1:{port}/", process
     finally:
         process.terminate()

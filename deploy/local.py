@@ -18,14 +18,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit
 
-from benchmarks.server import ROOT, STARTUP_S, ServerError, free_port, streamlit_server
+from benchmarks.server import ROOT, ServerError, free_port, streamlit_server, wait_until_healthy
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 MIME_TYPES = Path("/etc/nginx/mime.types")
@@ -64,22 +63,6 @@ def nginx_config(app_ports: list[int], listen: str, prefix: Path, static_root: P
     return text
 
 
-def wait_until_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        if process.poll() is not None:
-            raise ServerError(f"nginx exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(url + "_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise ServerError(f"nginx did not answer within {STARTUP_S} s:\n{log.read_text()}")
-        time.sleep(0.25)
-
-
 @contextlib.contextmanager
 def nginx_proxy(app_ports: list[int], prefix: Path, static_root: Path,
                 listen: str | None = None) -> Iterator[tuple[str, int]]:
@@ -98,7 +81,7 @@ def nginx_proxy(app_ports: list[int], prefix: Path, static_root: Path,
                                  stdout=output, stderr=subprocess.STDOUT)
     try:
         url = f"http://{listen.replace('0.0.0.0', '127.0.0.1')}/"
-        wait_until_healthy(url, proxy, log)
+        wait_until_healthy(url, proxy, log, "nginx")
         yield url, proxy.pid
     finally:
         proxy.terminate()
