@@ -21,6 +21,7 @@ import transformer.corpus
 import transformer.patching
 import transformer.tokenizer
 import ui.passes
+import ui.shared
 import viz
 from helpers import LOADABLE, TRAINING, checkpoints_folder
 from ui.plain import plain
@@ -112,6 +113,18 @@ def test_a_new_head_layer_or_kind_redraws_without_running_the_model(app, monkeyp
     assert len(calls) == 1
     assert figure(at)["layout"]["title"]["text"] != title == "cross · layer 0 · head 0"
     assert figure(at)["layout"]["title"]["text"] == "encoder self · layer 0 · mean of heads"
+
+
+@pytest.mark.parametrize("view", ["attention", "model", "heads", "training"])
+def test_a_second_session_on_the_same_link_builds_no_figure(app, view):
+    """A lecture hall: forty sessions on one link cost one session's figures (ui.shared)."""
+    first = ok(app(text="hall42", view=view))
+    built = ui.shared.RESULTS.misses
+    second = ok(app(text="hall42", view=view))
+    assert ui.shared.RESULTS.misses == built
+    assert [chart.proto.spec for chart in charts(second)] == [chart.proto.spec for chart in charts(first)]
+    ok(app(text="hall43", view=view))  # another input: its own figures
+    assert ui.shared.RESULTS.misses > built
 
 
 def test_a_link_restores_the_view(app):

@@ -7,6 +7,7 @@ import streamlit as st
 
 import viz
 from ui.page import Page
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
@@ -30,14 +31,14 @@ def render(page: Page) -> None:
     figure = shown(page, kind, analysis.head(kind, layer, head), words)
     title = head_title(kind, layer, head)
     if stages and not words:
-        fig = viz.stages_figure(analysis.head(kind, layer, head, part="scores"), figure.blocked, figure.weights,
-                                figure.q_labels, figure.k_labels, show_masks=show_masks, title=title,
-                                theme=page.theme)
+        fig = once(viz.stages_figure, analysis.head(kind, layer, head, part="scores"), figure.blocked, figure.weights,
+                   figure.q_labels, figure.k_labels, show_masks=show_masks, title=title,
+                   theme=page.theme)
     else:
         scores = None if words else analysis.head(kind, layer, head, part="scores")
-        fig = viz.head_heatmap(figure.weights, figure.q_labels, figure.k_labels, scores=scores, blocked=figure.blocked,
-                               show_masks=show_masks, fixed_scale=not own_scale, show_values=show_values, title=title,
-                               theme=page.theme)
+        fig = once(viz.head_heatmap, figure.weights, figure.q_labels, figure.k_labels, scores=scores,
+                   blocked=figure.blocked, show_masks=show_masks, fixed_scale=not own_scale, show_values=show_values,
+                   title=title, theme=page.theme)
     show_figure(page, fig, f"{kind}-{head_label(layer, head).replace(' ', '-')}")
     st.caption("Rows are queries, columns keys; each row's weights sum to 1 over the keys it may attend to. "
                + ("Averaged scores are the mean of the heads' scores; the softmax of that mean is not shown."

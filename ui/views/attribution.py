@@ -8,6 +8,7 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.state import settle
+from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
 
@@ -41,14 +42,14 @@ def render(page: Page) -> None:
     outputs, src = list(explained.output_tokens), list(explained.src_tokens)
     if page.beam_size > 1:
         st.caption("Attribution explains the checkpoint's default decoding; the output above may differ.")
-    show_figure(page, viz.attribution_figure(methods, outputs, src, title="Attribution by method", theme=page.theme),
-                "attribution-methods")
+    show_figure(page, once(viz.attribution_figure, methods, outputs, src, title="Attribution by method",
+                           theme=page.theme), "attribution-methods")
     st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each panel "
                "is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     token = settle("attr_token", range(len(outputs)))
     token = st.selectbox("Output piece", range(len(outputs)), key="attr_token", persist_state="session",
                          format_func=lambda t: f"{t}: {outputs[t]}")
-    show_figure(page, viz.token_attribution_figure(methods, src, token, outputs[token], theme=page.theme),
+    show_figure(page, once(viz.token_attribution_figure, methods, src, token, outputs[token], theme=page.theme),
                 "attribution-token")
     st.markdown("**The methods**")
     for name in methods:

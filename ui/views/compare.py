@@ -9,6 +9,7 @@ from ui.analysis import KIND_LABELS, Unavailable
 from ui.page import Page
 from ui.plain import plain
 from ui.state import FINAL, draw
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
@@ -35,9 +36,9 @@ def render(page: Page) -> None:
         return
     (a, label_a), (b, label_b) = compared
     figure, b = shown(page, kind, a, words), shown(page, kind, b, words).weights
-    fig = viz.compare_figure(figure.weights, b, figure.q_labels, figure.k_labels, label_a, label_b,
-                             blocked=figure.blocked, title=f"{KIND_LABELS[kind]}: A − B (red: A attends more)",
-                             theme=page.theme)
+    fig = once(viz.compare_figure, figure.weights, b, figure.q_labels, figure.k_labels, label_a, label_b,
+               blocked=figure.blocked, title=f"{KIND_LABELS[kind]}: A − B (red: A attends more)",
+               theme=page.theme)
     show_figure(page, fig, f"compare-{mode}")
     produces_caption(figure)
 

@@ -8,6 +8,7 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.state import draw, settle
+from ui.shared import once
 from ui.view import View
 from ui.widgets import PROBABILITY, controls, show_figure, table_height, word_switch
 
@@ -39,7 +40,7 @@ def render(page: Page) -> None:
         merged, _, source = viz.merge_words(rows[:, :, None, :], ["query"], source)  # (layers, heads, 1, words)
         rows = merged[:, :, 0]
     prefix = list(steps.prefix_tokens[: step + 1])
-    fig = viz.decoding_step_figure(rows, source, prefix, step, theme=page.theme)
+    fig = once(viz.decoding_step_figure, rows, source, prefix, step, theme=page.theme)
     caption = viz.decoding_step_caption(step, prefix)  # grows with every step: wrapped text, never a cut title
     if not page.lecture:
         st.text(caption)
@@ -63,9 +64,9 @@ def render(page: Page) -> None:
     weights = np.where(later[:, None], np.nan, steps.decoder_self[layer, head])
     labels = list(steps.prefix_tokens[: step + 1]) + ["…"] * (count - step - 1)
     causal = viz.mask_reasons(count, count, causal=True)[viz.CAUSAL] & ~later[:, None]
-    growing = viz.head_heatmap(weights, labels, labels, blocked={viz.CAUSAL: causal},
-                               title=f"decoder self-attention up to step {step} · layer {layer} · head {head}",
-                               theme=page.theme)
+    growing = once(viz.head_heatmap, weights, labels, labels, blocked={viz.CAUSAL: causal},
+                   title=f"decoder self-attention up to step {step} · layer {layer} · head {head}",
+                   theme=page.theme)
     show_figure(page, growing, "decoding-causal")
 
 

@@ -9,6 +9,7 @@ import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.state import settle_all
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
 
@@ -37,9 +38,9 @@ def render(page: Page) -> None:
     words = word_switch(row)
     figure = shown(page, kind, page.analysis.stack(kind)[layer, chosen], words)  # (heads, q_len, k_len)
     selected = clicked_token(len(figure.q_labels), len(figure.k_labels))
-    fig = viz.head_view(figure.weights, figure.q_labels, figure.k_labels,
-                        head_names=[head_label(layer, head) for head in chosen], blocked=figure.blocked,
-                        selected=selected, title=f"{KIND_LABELS[kind]} · layer {layer}", theme=page.theme)
+    fig = once(viz.head_view, figure.weights, figure.q_labels, figure.k_labels,
+               head_names=[head_label(layer, head) for head in chosen], blocked=figure.blocked,
+               selected=selected, title=f"{KIND_LABELS[kind]} · layer {layer}", theme=page.theme)
     show_figure(page, fig, f"{kind}-L{layer}-lines", key=FIGURE_KEY, on_select="rerun", selection_mode="points")
     st.caption("Each line joins a query (left) to a key (right); the stronger the weight, the darker the line. "
                + ("Showing the clicked token's lines only: click it again, or elsewhere, to show all."

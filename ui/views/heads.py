@@ -6,6 +6,7 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.state import draw, settle
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_title, show_figure, table_height
 
@@ -15,7 +16,7 @@ MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it strea
 
 def render(page: Page) -> None:
     analysis = page.analysis
-    statistics = viz.head_statistics(*analysis.by_viz_kind())
+    statistics = once(viz.head_statistics, *analysis.by_viz_kind())
     st.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
                  column_config={name: st.column_config.NumberColumn(format="%.3f")
                                 for name in statistics.select_dtypes("float").columns})
@@ -28,20 +29,20 @@ def render(page: Page) -> None:
         columns = st.columns(2)
         x = columns[0].selectbox("x", numeric, key="stat_x", persist_state="session")
         y = columns[1].selectbox("y", numeric, key="stat_y", persist_state="session")
-    show_figure(page, viz.statistics_scatter(statistics, x, y, theme=page.theme), "head-statistics")
+    show_figure(page, once(viz.statistics_scatter, statistics, x, y, theme=page.theme), "head-statistics")
     st.caption(viz.SCATTER_CAPTION)
-    encoder = viz.encoder_rollout(analysis.stack("encoder.self"))
-    source = viz.decoder_source_rollout(analysis.stack("decoder.self"), analysis.stack("decoder.cross"), encoder)
+    encoder = once(viz.encoder_rollout, analysis.stack("encoder.self"))
+    source = once(viz.decoder_source_rollout, analysis.stack("decoder.self"), analysis.stack("decoder.cross"), encoder)
     src, tgt = analysis.pieces("src"), analysis.pieces("tgt")
     left, right = st.columns(2)
     with left:
-        show_figure(page, viz.rollout_figure(encoder, src, src, title="Encoder rollout", theme=page.theme),
+        show_figure(page, once(viz.rollout_figure, encoder, src, src, title="Encoder rollout", theme=page.theme),
                     "rollout-encoder")
         st.caption("Row i: how much of each input token reaches the encoder's output at position i, through every "
                    "layer (heads averaged, residual counted as half).")
     with right:
-        show_figure(page, viz.rollout_figure(source, tgt, src, title="Decoder rollout onto the source",
-                                             theme=page.theme), "rollout-decoder")
+        show_figure(page, once(viz.rollout_figure, source, tgt, src, title="Decoder rollout onto the source",
+                               theme=page.theme), "rollout-decoder")
         st.caption("Row t: the share of each source token in the decoder's state at position t; the rest of each "
                    "row belongs to the decoder's own input.")
     across_corpus(page)

@@ -6,6 +6,7 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
+from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
 
@@ -36,8 +37,8 @@ def render(page: Page) -> None:
         if not blocked:
             st.markdown(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.")
             continue
-        fig = viz.mask_figure(blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
-                              theme=page.theme)
+        fig = once(viz.mask_figure, blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
+                   theme=page.theme)
         show_figure(page, fig, f"masks-{kind}")
 
 

@@ -8,6 +8,7 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
 
@@ -36,8 +37,8 @@ def render(page: Page) -> None:
     words = word_switch(row)
     show_masks = row.toggle("Mask overlays", key="masks", persist_state="session")
     figure = shown(page, kind, page.analysis.stack(kind), words)
-    fig = viz.model_view(figure.weights, figure.q_labels, figure.k_labels, blocked=figure.blocked,
-                         show_masks=show_masks, title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
+    fig = once(viz.model_view, figure.weights, figure.q_labels, figure.k_labels, blocked=figure.blocked,
+               show_masks=show_masks, title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
     panels = [trace.meta if isinstance(trace.meta, dict) else None for trace in fig.data]
     show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
                 selection_mode="points")

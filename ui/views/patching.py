@@ -8,6 +8,7 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.state import MAX_INPUT_CHARS, settle
+from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
 
@@ -32,17 +33,17 @@ def render(page: Page) -> None:
     else:
         st.text(f"log p({outputs[position]}) at output {position}: clean {patched.clean_log_prob:.3f}, "
                 f"corrupted {patched.corrupted_log_prob:.3f}")
-        fig = viz.patching_figure(dict(patched.heads), dict(patched.positions),
-                                  {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
-                                  title=f"Patching the clean run into the corrupted one · output {position}",
-                                  theme=page.theme)
+        fig = once(viz.patching_figure, dict(patched.heads), dict(patched.positions),
+                   {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
+                   title=f"Patching the clean run into the corrupted one · output {position}",
+                   theme=page.theme)
         show_figure(page, fig, "patching")
         st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that layer's "
                    "residual stream at that position (bottom) is taken from the clean run, minus the corrupted "
                    "run's. Positive: this part carries what the edit changed.")
     pieces = np.array(lens.top_pieces, dtype=object)
-    show_figure(page, viz.logit_lens_figure(list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
-                                            theme=page.theme), "logit-lens")
+    show_figure(page, once(viz.logit_lens_figure, list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
+                           theme=page.theme), "logit-lens")
     st.caption("Logit lens: each decoder sublayer's residual stream through the final norm and the output projection. "
                "The last row is the model's own prediction.")
 

@@ -6,6 +6,7 @@ import streamlit as st
 import viz
 from ui.page import Page
 from ui.state import URL_STATE, draw, settle, settle_all
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, show_figure
 
@@ -24,16 +25,16 @@ def render(page: Page) -> None:
     positions = st.slider("Positions shown", 2, config.max_len, key="pe_positions", persist_state="session")
     pe = page.positional_table(side)[:positions]
     if plot == "heatmap":
-        fig = viz.pe_heatmap(pe, title=f"{config.positional} positional encoding of the {PE_SIDES[side]}",
-                             theme=page.theme)
+        fig = once(viz.pe_heatmap, pe, title=f"{config.positional} positional encoding of the {PE_SIDES[side]}",
+                   theme=page.theme)
     elif plot == "curves":
         if st.session_state.pe_dims == URL_STATE["pe_dims"][1] and "pe_dims" not in st.session_state.url_pending:
             st.session_state.pe_dims = viz.default_pe_dims(config.d_model)  # frequencies far apart, not 0-3
         settle_all("pe_dims", range(config.d_model))
         dims = st.multiselect("Dimensions", range(config.d_model), key="pe_dims", persist_state="session")
-        fig = viz.pe_curves(pe, dims=dims, theme=page.theme)
+        fig = once(viz.pe_curves, pe, dims=dims, theme=page.theme)
     else:
-        fig = viz.pe_similarity(pe, cosine=True, theme=page.theme)
+        fig = once(viz.pe_similarity, pe, cosine=True, theme=page.theme)
     show_figure(page, fig, f"positional-{plot}")
     st.caption(f"d_model = {config.d_model}, max_len = {config.max_len}. Sinusoidal encodings are fixed; learned "
                "ones are trained with the model.")

@@ -7,6 +7,7 @@ import viz
 from ui.analysis import Unavailable
 from ui.page import Page
 from ui.state import FINAL, settle
+from ui.shared import once
 from ui.view import View
 from ui.widgets import controls, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
@@ -15,7 +16,7 @@ METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact m
 
 
 def render(page: Page) -> None:
-    loss = viz.loss_curve(page.card.history, metric_name=METRIC_NAMES.get(page.card.task), theme=page.theme)
+    loss = once(viz.loss_curve, page.card.history, metric_name=METRIC_NAMES.get(page.card.task), theme=page.theme)
     if page.analysis is None or not page.lecture:  # on a projector the head comes first, the curve below it
         show_figure(page, loss, "loss-curve")
     if page.analysis is None:
@@ -48,15 +49,15 @@ def render(page: Page) -> None:
     current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
     forming = [(label, shown(page, kind, weights, words).weights) for label, weights in forming]
     title = head_title(kind, layer, head)
-    show_figure(page, viz.head_heatmap(current.weights, current.q_labels, current.k_labels, blocked=current.blocked,
-                                       title=f"{title} at {page.snapshot_label(snapshot)}", theme=page.theme),
-                "training-head")
+    show_figure(page, once(viz.head_heatmap, current.weights, current.q_labels, current.k_labels,
+                           blocked=current.blocked, title=f"{title} at {page.snapshot_label(snapshot)}",
+                           theme=page.theme), "training-head")
     if page.lecture:
         st.text(f"Output at {page.snapshot_label(snapshot)} (greedy): {at_snapshot.text}")
     produces_caption(current)
-    show_figure(page, viz.snapshots_figure(forming, current.q_labels, current.k_labels, blocked=current.blocked,
-                                           columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
-                                           theme=page.theme), "training-snapshots")
+    show_figure(page, once(viz.snapshots_figure, forming, current.q_labels, current.k_labels, blocked=current.blocked,
+                           columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
+                           theme=page.theme), "training-snapshots")
     st.caption("Every snapshot reads the final model's output (teacher forcing), so the cells line up.")
     if page.lecture:
         show_figure(page, loss, "loss-curve")

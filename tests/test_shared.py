@@ -1,0 +1,122 @@
+"""ui.shared: results built once for every session, keyed on the content of every argument, bounded in bytes."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import viz
+from ui.shared import SharedResults, fingerprint, once, size_of
+
+
+def weights(seed: int = 0, n: int = 6) -> np.ndarray:
+    matrix = np.random.default_rng(seed).random((n, n))
+    return matrix / matrix.sum(-1, keepdims=True)
+
+
+TOKENS = [f"t{i}" for i in range(6)]
+
+
+def test_the_same_call_returns_the_same_figure_and_builds_it_once():
+    calls = []
+
+    def build(matrix, labels, *, theme):
+        calls.append(1)
+        return viz.head_heatmap(matrix, labels, labels, theme=theme)
+
+    first = once(build, weights(), TOKENS, theme=viz.Theme())
+    second = once(build, weights().copy(), list(TOKENS), theme=viz.Theme())  # equal content, other objects
+    assert second is first and len(calls) == 1
+
+
+@pytest.mark.parametrize("change", ["one weight", "a label", "the theme", "a keyword", "the function"])
+def test_any_difference_in_content_is_another_key(change):
+    matrix = weights()
+    base = fingerprint(viz.head_heatmap, (matrix, TOKENS, TOKENS), {"theme": viz.Theme()})
+    other_matrix = matrix.copy()
+    other_matrix[5, 5] += 1e-7  # one weight in the last cell: hashed in full, not sampled
+    changed = {
+        "one weight": (viz.head_heatmap, (other_matrix, TOKENS, TOKENS), {"theme": viz.Theme()}),
+        "a label": (viz.head_heatmap, (matrix, TOKENS, [*TOKENS[:-1], "t9"]), {"theme": viz.Theme()}),
+        "the theme": (viz.head_heatmap, (matrix, TOKENS, TOKENS), {"theme": viz.Theme(large=True)}),
+        "a keyword": (viz.head_heatmap, (matrix, TOKENS, TOKENS), {"theme": viz.Theme(), "title": "x"}),
+        "the function": (viz.rollout_figure, (matrix, TOKENS, TOKENS), {"theme": viz.Theme()}),
+    }[change]
+    assert fingerprint(*changed) != base
+
+
+def test_arrays_of_other_shape_or_type_with_the_same_bytes_differ():
+    flat = np.arange(6, dtype=np.float32)
+    assert fingerprint(len, (flat,), {}) != fingerprint(len, (flat.reshape(2, 3),), {})
+    assert fingerprint(len, (flat,), {}) != fingerprint(len, (flat.view(np.int32),), {})
+    assert fingerprint(len, ([1, 2],), {}) != fingerprint(len, ((1, 2),), {})
+    assert fingerprint(len, ("1",), {}) != fingerprint(len, (1,), {})
+
+
+def test_frames_are_keyed_on_their_values():
+    frame = pd.DataFrame({"a": [1.0, 2.0], "b": ["x", "y"]})
+    edited = frame.copy()
+    edited.loc[1, "a"] = 2.5
+    assert fingerprint(len, (frame,), {}) == fingerprint(len, (frame.copy(),), {})
+    assert fingerprint(len, (frame,), {}) != fingerprint(len, (edited,), {})
+
+
+def test_an_argument_it_cannot_read_exactly_is_refused():
+    with pytest.raises(TypeError, match="cannot key"):
+        fingerprint(len, (object(),), {})
+
+
+def test_the_byte_bound_drops_the_least_recently_used():
+    cache = SharedResults(max_bytes=3 * 8000)
+    for name in "abc":
+        cache.get(name, lambda: np.zeros(1000))  # 8000 bytes each
+    cache.get("a", lambda: pytest.fail("a is cached"))  # a is now the most recent
+    cache.get("d", lambda: np.zeros(1000))  # over the bound: b goes
+    assert cache.bytes <= 3 * 8000 and len(cache) == 3
+    rebuilt = []
+    cache.get("b", lambda: rebuilt.append("b") or np.zeros(1000))
+    assert rebuilt == ["b"]
+    big = cache.get("huge", lambda: np.zeros(10_000))  # larger than the bound: returned, not kept
+    assert big.shape == (10_000,) and cache.bytes <= 3 * 8000
+
+
+def test_results_nobody_asked_for_expire():
+    now = [0.0]
+    cache = SharedResults(max_bytes=10**6, kept_for_s=60, clock=lambda: now[0])
+    cache.get("old", lambda: "x")
+    now[0] = 30
+    cache.get("new", lambda: "y")
+    now[0] = 70  # old unused for 70 s, new for 40 s
+    cache.get("newest", lambda: "z")
+    assert len(cache) == 2 and cache.bytes == 2
+
+
+def test_the_size_estimate_follows_the_figure_json():
+    for n in (4, 40):
+        labels = [f"t{i}" for i in range(n)]
+        fig = viz.head_heatmap(weights(n=n), labels, labels, scores=weights(1, n), theme=viz.Theme())
+        estimate, sent = size_of(fig), len(fig.to_json())
+        assert sent / 4 < estimate < sent * 4, (n, estimate, sent)
+
+
+def test_threads_asking_at_once_all_get_a_correct_result():
+    cache = SharedResults()
+    results, errors = [], []
+
+    def ask(seed):
+        try:
+            for _ in range(20):
+                value = cache.get(f"k{seed % 3}", lambda: seed % 3)
+                results.append((seed % 3, value))
+        except Exception as error:  # noqa: BLE001 - collected and reported
+            errors.append(error)
+
+    threads = [threading.Thread(target=ask, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors and len(results) == 160
+    assert all(key == value for key, value in results)

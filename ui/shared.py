@@ -1,0 +1,150 @@
+"""Figures (and other derived results) built once for every session: `once(viz.head_heatmap, weights, …)`.
+
+A lecture hall opens one link: forty sessions ask for the same pass (ui.passes caches it) and then for the same
+figures. Building a Plotly figure costs far more than sending it, so the result of a call is kept under a key made
+of the function and every argument's *content* (arrays hashed in full, not sampled: two heads that differ in one
+weight must never share a figure). Results are shared between sessions and threads, so they are read-only by
+contract: nothing in the UI changes a figure after it is built (st.plotly_chart copies it to serialize it).
+
+The cache is bounded by an estimate of its results' bytes (arrays, strings, numbers) and by an idle time, not only
+by a count: one 256-token heatmap weighs as much as hundreds of short ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+MAX_BYTES = 256 * 2**20  # what the shared results may hold in all (estimated)
+KEPT_FOR_S = 3600.0  # a result nobody asked for in an hour is dropped
+
+
+class _Hasher:
+    """A digest of an argument's content; refuses types it cannot read exactly (a silent collision would show one
+    input's figure for another)."""
+
+    def __init__(self):
+        self.digest = hashlib.blake2b(digest_size=20)
+
+    def add(self, value) -> None:
+        update = self.digest.update
+        if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+            update(f"{type(value).__name__}:{value!r};".encode())
+        elif isinstance(value, np.ndarray):
+            update(f"ndarray:{value.dtype.str}:{value.shape};".encode())
+            update(np.ascontiguousarray(value).data if value.dtype != object else repr(value.tolist()).encode())
+        elif isinstance(value, np.generic):
+            self.add(value.item())
+        elif isinstance(value, pd.DataFrame):
+            update(f"frame:{list(value.columns)!r}:{list(value.dtypes.astype(str))!r};".encode())
+            update(pd.util.hash_pandas_object(value, index=True).to_numpy().data)
+        elif isinstance(value, (list, tuple)):
+            update(f"{type(value).__name__}[{len(value)}](".encode())
+            for item in value:
+                self.add(item)
+            update(b")")
+        elif isinstance(value, dict):
+            update(f"dict[{len(value)}](".encode())
+            for key in sorted(value, key=repr):
+                self.add(key)
+                self.add(value[key])
+            update(b")")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            update(f"{type(value).__qualname__}(".encode())
+            self.add([(field.name, getattr(value, field.name)) for field in dataclasses.fields(value)])
+            update(b")")
+        else:
+            raise TypeError(f"ui.shared cannot key an argument of type {type(value).__name__}")
+
+
+def fingerprint(function: Callable, args: tuple, kwargs: dict) -> str:
+    hasher = _Hasher()
+    hasher.add(f"{function.__module__}.{function.__qualname__}")
+    hasher.add(list(args))
+    hasher.add(kwargs)
+    return hasher.digest.hexdigest()
+
+
+def size_of(value, _depth: int = 0) -> int:
+    """Estimated bytes of a result: its arrays, strings and numbers (a Plotly figure through its data and layout)."""
+    if _depth > 64:
+        return 0
+    if hasattr(value, "_data") and hasattr(value, "_layout"):  # a Plotly figure: its plain dicts, without a copy
+        return size_of(value._data, _depth + 1) + size_of(value._layout, _depth + 1)
+    if isinstance(value, np.ndarray):
+        return value.nbytes if value.dtype != object else sum(size_of(v, _depth + 1) for v in value.flat)
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(size_of(k, _depth + 1) + size_of(v, _depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(size_of(item, _depth + 1) for item in value) + 8 * len(value)
+    if isinstance(value, pd.DataFrame):
+        return int(value.memory_usage(index=True, deep=True).sum())
+    return 8
+
+
+@dataclasses.dataclass
+class _Entry:
+    value: object
+    size: int
+    used: float
+
+
+class SharedResults:
+    """A least-recently-used map from fingerprints to results, bounded in estimated bytes and idle time. One lock;
+    a result is built outside it, so a slow figure never blocks other sessions' hits (two sessions that miss the
+    same key at once both build it, and the second keeps the first's)."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES, kept_for_s: float = KEPT_FOR_S, clock=time.monotonic):
+        self.max_bytes, self.kept_for_s, self.clock = max_bytes, kept_for_s, clock
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = self.misses = 0
+
+    def get(self, key: str, build: Callable[[], object]):
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                entry.used = self.clock()
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry.value
+            self.misses += 1
+        value = build()
+        size = size_of(value)
+        with self._lock:
+            if key in self._entries:  # built meanwhile by another session
+                return self._entries[key].value
+            if size <= self.max_bytes:
+                self._entries[key] = _Entry(value, size, self.clock())
+                self.bytes += size
+                self._evict()
+        return value
+
+    def _evict(self) -> None:
+        now = self.clock()
+        while self._entries:
+            key, oldest = next(iter(self._entries.items()))
+            if self.bytes <= self.max_bytes and now - oldest.used <= self.kept_for_s:
+                break
+            del self._entries[key]
+            self.bytes -= oldest.size
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+RESULTS = SharedResults()
+
+
+def once(function: Callable, *args, **kwargs):
+    """function(*args, **kwargs), built once for every session while it stays cached (read-only: see above)."""
+    return RESULTS.get(fingerprint(function, args, kwargs), lambda: function(*args, **kwargs))
