@@ -53,13 +53,35 @@ def checkpoints_dir() -> Path:
     return Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parents[1] / "checkpoints"))
 
 
+# Every rerun of every session asks which folders there are and their versions: read at most once per this many
+# seconds (a folder that changes is seen that much later), not with a few hundred stat calls per click.
+FOLDER_SCAN_S = 2.0
+
+
+@st.cache_resource(ttl=FOLDER_SCAN_S, max_entries=4, show_spinner=False)
+def folder_scan(root: str) -> dict[str, tuple[str, int]]:
+    """name -> (path, version) of every checkpoint folder under root."""
+    return {name: (str(resolve_checkpoint(root, name)), checkpoint_version(Path(root) / name))
+            for name in checkpoint_folders(root)}
+
+
+def scanned(name: str) -> tuple[str, int]:
+    """(path, version) of the folder `name`; CheckpointError unless it is one (see resolve_checkpoint)."""
+    root = checkpoints_dir()
+    found = folder_scan(str(root)).get(name)
+    if found is None:  # not there at the last scan: checked now (new since, or never a checkpoint folder)
+        path = resolve_checkpoint(root, name)
+        found = (str(path), checkpoint_version(path))
+    return found
+
+
 def checkpoint_path(name: str) -> str:
-    return str(resolve_checkpoint(checkpoints_dir(), name))
+    return scanned(name)[0]
 
 
 def version_of(name: str) -> int:
     """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
-    return checkpoint_version(checkpoints_dir() / name)
+    return scanned(name)[1]
 
 
 def unexpected(path: str, error: Exception) -> str:
@@ -82,8 +104,7 @@ def folder_error(path: str, version: int) -> str:
 def folder_errors() -> dict[str, str]:
     """Every checkpoint folder (the only names the app accepts, from the UI or a link) and why it cannot be loaded
     ("" if it can). Reads no weights, never blocks on a file, and is checked again only when the folder changes."""
-    root = checkpoints_dir()
-    return {name: folder_error(str(root / name), version_of(name)) for name in checkpoint_folders(root)}
+    return {name: folder_error(path, version) for name, (path, version) in folder_scan(str(checkpoints_dir())).items()}
 
 
 @st.cache_resource(ttl=KEPT_FOR, max_entries=8, show_spinner="Loading the checkpoint…")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 MAX_BYTES = 256 * 2**20  # what the shared results may hold in all (estimated)
 KEPT_FOR_S = 3600.0  # a result nobody asked for in an hour is dropped
@@ -87,6 +88,8 @@ def size_of(value, _depth: int = 0) -> int:
         return sum(size_of(item, _depth + 1) for item in value) + 8 * len(value)
     if isinstance(value, pd.DataFrame):
         return int(value.memory_usage(index=True, deep=True).sum())
+    if isinstance(value, pa.Table):
+        return value.nbytes
     return 8
 
 

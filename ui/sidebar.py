@@ -2,7 +2,7 @@
 every view. Builds the Page the views are given."""
 from __future__ import annotations
 
-import pandas as pd
+import pyarrow as pa
 import streamlit as st
 
 import viz
@@ -11,6 +11,7 @@ from . import passes
 from .analysis import Analysis
 from .page import Page
 from .plain import plain
+from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
 from .widgets import PROBABILITY
 
@@ -71,9 +72,9 @@ def choose_checkpoint() -> str | None:
                    f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
                    f"d_model {config.d_model} · max_len {config.max_len}")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
-            rows = [(plain(metric.replace("_", " ")), plain(metric_text(value)))  # st.table reads its cells as Markdown
-                    for metric, value in card.metrics.items()]
-            st.table(pd.DataFrame(rows, columns=["metric", "value"]), hide_index=True)
+            metrics = tuple(plain(metric.replace("_", " ")) for metric in card.metrics)  # st.table's cells are Markdown
+            values = tuple(plain(metric_text(value)) for value in card.metrics.values())
+            st.table(once(arrow_table, ("metric", metrics), ("value", values)), hide_index=True)
         st.text(f"Data: {card.data}")
     return name
 
@@ -133,10 +134,15 @@ def show_output(page: Page, headline) -> None:
     with st.expander("Pieces and probabilities"):
         left, right = st.columns(2)
         pads = len(analysis.src_tokens) - len(analysis.src_typed)
-        left.dataframe(pd.DataFrame({"source piece": analysis.src_tokens, "id": analysis.src_ids,
-                                     "typed": analysis.src_typed + ("",) * pads}), hide_index=True)
-        right.dataframe(pd.DataFrame({"output piece": analysis.output_tokens, "probability": analysis.probs}),
+        # Arrow tables built once for every session (ui.shared): converting a frame is most of a table's cost.
+        left.dataframe(once(arrow_table, ("source piece", analysis.src_tokens), ("id", analysis.src_ids),
+                            ("typed", analysis.src_typed + ("",) * pads)), hide_index=True)
+        right.dataframe(once(arrow_table, ("output piece", analysis.output_tokens), ("probability", analysis.probs)),
                         hide_index=True, column_config={"probability": PROBABILITY})
+
+
+def arrow_table(*columns: tuple[str, tuple]) -> pa.Table:
+    return pa.table({name: list(values) for name, values in columns})
 
 
 def figure_theme() -> viz.Theme:
