@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
@@ -102,7 +101,7 @@ def test_a_new_head_layer_or_kind_redraws_without_running_the_model(app, monkeyp
     translate = transformer.Checkpoint.translate
     monkeypatch.setattr(transformer.Checkpoint, "translate",
                         lambda self, *args, **kwargs: calls.append(args) or translate(self, *args, **kwargs))
-    st.cache_resource.clear()  # the cached passes, so that this input runs the model
+    ui.shared.clear()  # the shared passes, so that this input runs the model
     at = ok(app(text="cache42"))
     assert len(calls) == 1
     title = figure(at)["layout"]["title"]["text"]
@@ -561,7 +560,7 @@ def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypat
                         lambda self, *args, **kwargs: translations.append(args) or translate(self, *args, **kwargs))
     monkeypatch.setattr(transformer.Transformer, "forward",
                         lambda self, *args, **kwargs: forwards.append(args) or forward(self, *args, **kwargs))
-    st.cache_resource.clear()
+    ui.shared.clear()
     at = ok(app(text="count9", kind="encoder.self"))
     decoded = len(forwards)
     at.slider(key="pad_src").set_value(2).run()
@@ -596,7 +595,7 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
         monkeypatch.setattr(transformer.tokenizer.Tokenizer, method,
                             counted(getattr(transformer.tokenizer.Tokenizer, method)))
     monkeypatch.setattr(transformer.Checkpoint, "translate", counted_translate)
-    st.cache_resource.clear()
+    ui.shared.clear()
     at = ok(app(text="tok€n5", pad_src="2"))
     table = at.dataframe[0].value
     assert list(table["typed"][:6]) == ["t", "o", "k", "€", "n", "5"] and table["source piece"][3] == "<unk>"

@@ -69,7 +69,7 @@ def test_an_argument_it_cannot_read_exactly_is_refused():
 
 
 def test_the_byte_bound_drops_the_least_recently_used():
-    cache = SharedResults(max_bytes=3 * 8000)
+    cache = SharedResults(3 * 8000)
     for name in "abc":
         cache.get(name, lambda: np.zeros(1000))  # 8000 bytes each
     cache.get("a", lambda: pytest.fail("a is cached"))  # a is now the most recent
@@ -84,7 +84,7 @@ def test_the_byte_bound_drops_the_least_recently_used():
 
 def test_results_nobody_asked_for_expire():
     now = [0.0]
-    cache = SharedResults(max_bytes=10**6, kept_for_s=60, clock=lambda: now[0])
+    cache = SharedResults(10**6, kept_for_s=60, clock=lambda: now[0])
     cache.get("old", lambda: "x")
     now[0] = 30
     cache.get("new", lambda: "y")
@@ -102,7 +102,7 @@ def test_the_size_estimate_follows_the_figure_json():
 
 
 def test_threads_asking_at_once_all_get_a_correct_result():
-    cache = SharedResults()
+    cache = SharedResults(10**6)
     results, errors = [], []
 
     def ask(seed):
@@ -120,3 +120,40 @@ def test_threads_asking_at_once_all_get_a_correct_result():
         thread.join(timeout=30)
     assert not errors and len(results) == 160
     assert all(key == value for key, value in results)
+
+
+def test_sessions_that_miss_the_same_key_at_once_wait_for_one_build():
+    cache = SharedResults(10**6)
+    builds, results = [], []
+    started = threading.Barrier(8)
+
+    def build():
+        builds.append(1)
+        threading.Event().wait(0.2)  # a slow pass: the others arrive meanwhile
+        return "pass"
+
+    def ask():
+        started.wait(timeout=10)
+        results.append(cache.get("the lecture's link", build))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert results == ["pass"] * 8 and len(builds) == 1
+
+
+def test_a_failed_build_is_not_kept_and_can_be_retried():
+    cache = SharedResults(10**6)
+    with pytest.raises(ValueError):
+        cache.get("k", lambda: (_ for _ in ()).throw(ValueError("nothing to read")))
+    assert cache.get("k", lambda: "ok") == "ok" and len(cache) == 1
+
+
+def test_passes_are_sized_through_their_dataclasses():
+    from ui.analysis import Attention, KindAttention
+
+    weights = np.zeros((2, 4, 10, 10), dtype=np.float32)
+    kind = KindAttention("encoder.self", "src", "src", weights, weights.copy(), np.ones((10, 10), dtype=bool))
+    assert size_of(Attention((kind,))) >= 2 * weights.nbytes + 100

@@ -3,9 +3,9 @@
 Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to app.py); a name from
 the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
 Folders are checked without reading weights (transformer.inspect_checkpoint); only the checkpoints being shown are
-loaded, once per folder version, and never changed (capture and ablation are per call). Passes are cached with
-st.cache_resource, not st.cache_data: every session gets the same read-only objects (ui.analysis) instead of
-unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
+loaded, once per folder version, and never changed (capture and ablation are per call). Passes are shared by
+every session (ui.shared.shared_pass, bounded in bytes), not copied: every session gets the same read-only objects
+(ui.analysis) instead of unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
 from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
+from .shared import shared_pass
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
@@ -53,22 +54,32 @@ def checkpoints_dir() -> Path:
     return Path(os.environ.get("ATLAS_CHECKPOINTS", Path(__file__).parents[1] / "checkpoints"))
 
 
-# Every rerun of every session asks which folders there are and their versions: read at most once per this many
-# seconds (a folder that changes is seen that much later), not with a few hundred stat calls per click.
+# Every rerun of every session asks which folders there are and their versions: read once per this many seconds
+# (a checkpoint that changes is seen that much later), not with a few hundred stat calls per click. A folder added
+# or removed changes the root's own time stamp, and is seen at once.
 FOLDER_SCAN_S = 2.0
 
 
 @st.cache_resource(ttl=FOLDER_SCAN_S, max_entries=4, show_spinner=False)
-def folder_scan(root: str) -> dict[str, tuple[str, int]]:
-    """name -> (path, version) of every checkpoint folder under root."""
+def folder_scan(root: str, root_stamp: int) -> dict[str, tuple[str, int]]:
+    """name -> (path, version) of every checkpoint folder under root (root_stamp: its modification time)."""
     return {name: (str(resolve_checkpoint(root, name)), checkpoint_version(Path(root) / name))
             for name in checkpoint_folders(root)}
+
+
+def folders() -> dict[str, tuple[str, int]]:
+    root = checkpoints_dir()
+    try:
+        stamp = root.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return folder_scan(str(root), stamp)
 
 
 def scanned(name: str) -> tuple[str, int]:
     """(path, version) of the folder `name`; CheckpointError unless it is one (see resolve_checkpoint)."""
     root = checkpoints_dir()
-    found = folder_scan(str(root)).get(name)
+    found = folders().get(name)
     if found is None:  # not there at the last scan: checked now (new since, or never a checkpoint folder)
         path = resolve_checkpoint(root, name)
         found = (str(path), checkpoint_version(path))
@@ -104,7 +115,7 @@ def folder_error(path: str, version: int) -> str:
 def folder_errors() -> dict[str, str]:
     """Every checkpoint folder (the only names the app accepts, from the UI or a link) and why it cannot be loaded
     ("" if it can). Reads no weights, never blocks on a file, and is checked again only when the folder changes."""
-    return {name: folder_error(path, version) for name, (path, version) in folder_scan(str(checkpoints_dir())).items()}
+    return {name: folder_error(path, version) for name, (path, version) in folders().items()}
 
 
 @st.cache_resource(ttl=KEPT_FOR, max_entries=8, show_spinner="Loading the checkpoint…")
@@ -161,7 +172,7 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
                            for kind in ATTENTION_KINDS), label_probs)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Running the model…")
+@shared_pass("Running the model…")
 def translate(path: str, version: int, text: str, beam_size: int, snapshot: str = FINAL, ablated: tuple = (),
               mode: str = "zero") -> Analysis:
     """Translate `text` and capture the attention of one pass over (source, decoder input). ablated: ((attention
@@ -178,7 +189,7 @@ def translate(path: str, version: int, text: str, beam_size: int, snapshot: str 
                     attention=attention_of(translation.attention))
 
 
-@st.cache_resource(max_entries=64, show_spinner="Running the model…")
+@shared_pass("Running the model…")
 def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_ids: tuple, labels: tuple = (),
                    ablated: tuple = (), mode: str = "zero") -> Attention:
     """One captured pass of a model over given ids (no decoding), and the probability of each of `labels` at its
@@ -205,7 +216,7 @@ def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int)
                                attention=teacher_forced(path, version, FINAL, src_ids, tgt_ids))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Decoding step by step…")
+@shared_pass("Decoding step by step…")
 def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
     """Greedy generation of the source `src_ids`, one token at a time."""
     checkpoint = load(path, version).checkpoint
@@ -258,14 +269,14 @@ class Patched(NamedTuple):
     corrupted_log_prob: float = 0.0
 
 
-@st.cache_resource(max_entries=32, show_spinner="Attributing every output piece by every method…")
+@shared_pass("Attributing every output piece by every method…")
 def explained(path: str, version: int, text: str) -> Explained:
     explanation = attribution.explain(load(path, version).checkpoint, text)
     return Explained(tuple((name, read_only(matrix)) for name, matrix in explanation.methods.items()),
                      tuple(explanation.src_tokens), tuple(explanation.output_tokens))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Reading the decoder's residual stream…")
+@shared_pass("Reading the decoder's residual stream…")
 def lens(path: str, version: int, text: str) -> Lens:
     checkpoint = load(path, version).checkpoint
     translation = checkpoint.translate(text)
@@ -276,7 +287,7 @@ def lens(path: str, version: int, text: str) -> Lens:
                 tuple(translation.output_tokens))
 
 
-@st.cache_resource(max_entries=32, show_spinner="Patching every head and position…")
+@shared_pass("Patching every head and position…")
 def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> Patched:
     try:
         result, _ = patch_texts(load(path, version).checkpoint, clean, corrupted, position)

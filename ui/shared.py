@@ -1,17 +1,20 @@
-"""Figures (and other derived results) built once for every session: `once(viz.head_heatmap, weights, …)`.
+"""Results built once for every session: figures (`once(viz.head_heatmap, weights, …)`) and model passes
+(`@shared_pass("Running the model…")` in ui.passes).
 
-A lecture hall opens one link: forty sessions ask for the same pass (ui.passes caches it) and then for the same
-figures. Building a Plotly figure costs far more than sending it, so the result of a call is kept under a key made
-of the function and every argument's *content* (arrays hashed in full, not sampled: two heads that differ in one
-weight must never share a figure). Results are shared between sessions and threads, so they are read-only by
-contract: nothing in the UI changes a figure after it is built (st.plotly_chart copies it to serialize it).
+A lecture hall opens one link: forty sessions ask for the same pass and then for the same figures. Building a
+Plotly figure costs far more than sending it, so the result of a call is kept under a key made of the function and
+every argument's *content* (arrays hashed in full, not sampled: two heads that differ in one weight must never share
+a figure). Results are shared between sessions and threads, so they are read-only by contract: nothing in the UI
+changes a figure after it is built (st.plotly_chart copies it to serialize it), and passes hold read-only arrays.
 
-The cache is bounded by an estimate of its results' bytes (arrays, strings, numbers) and by an idle time, not only
-by a count: one 256-token heatmap weighs as much as hundreds of short ones.
+Each cache is bounded by an estimate of its results' bytes (arrays, strings, numbers) and by an idle time, not only
+by a count: one 256-token pass or heatmap weighs as much as hundreds of short ones. A key is computed once at a
+time: the forty sessions that open a lecture's link together wait for one pass and one figure, not forty.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import threading
 import time
@@ -21,8 +24,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import streamlit as st
 
-MAX_BYTES = 256 * 2**20  # what the shared results may hold in all (estimated)
+FIGURE_BYTES = 256 * 2**20  # what the shared figures and tables may hold in all (estimated)
+PASS_BYTES = 768 * 2**20  # what the shared model passes may hold (a 256-token pass of 6 x 8 heads: ~75 MB)
 KEPT_FOR_S = 3600.0  # a result nobody asked for in an hour is dropped
 
 
@@ -90,6 +95,8 @@ def size_of(value, _depth: int = 0) -> int:
         return int(value.memory_usage(index=True, deep=True).sum())
     if isinstance(value, pa.Table):
         return value.nbytes
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(size_of(getattr(value, field.name), _depth + 1) for field in dataclasses.fields(value))
     return 8
 
 
@@ -101,35 +108,50 @@ class _Entry:
 
 
 class SharedResults:
-    """A least-recently-used map from fingerprints to results, bounded in estimated bytes and idle time. One lock;
-    a result is built outside it, so a slow figure never blocks other sessions' hits (two sessions that miss the
-    same key at once both build it, and the second keeps the first's)."""
+    """A least-recently-used map from fingerprints to results, bounded in estimated bytes and idle time. A miss
+    builds under that key's own lock: other keys' hits and builds go on meanwhile, and a session that asks for the
+    key being built waits for it and takes it."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES, kept_for_s: float = KEPT_FOR_S, clock=time.monotonic):
+    def __init__(self, max_bytes: int, kept_for_s: float = KEPT_FOR_S, clock=time.monotonic):
         self.max_bytes, self.kept_for_s, self.clock = max_bytes, kept_for_s, clock
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._building: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = self.misses = 0
 
+    def _cached(self, key: str) -> _Entry | None:
+        """The entry under `key`, marked as just used; call with self._lock held."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.used = self.clock()
+            self._entries.move_to_end(key)
+            self.hits += 1
+        return entry
+
     def get(self, key: str, build: Callable[[], object]):
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._cached(key)
             if entry is not None:
-                entry.used = self.clock()
-                self._entries.move_to_end(key)
-                self.hits += 1
                 return entry.value
-            self.misses += 1
-        value = build()
-        size = size_of(value)
-        with self._lock:
-            if key in self._entries:  # built meanwhile by another session
-                return self._entries[key].value
-            if size <= self.max_bytes:
-                self._entries[key] = _Entry(value, size, self.clock())
-                self.bytes += size
-                self._evict()
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                entry = self._cached(key)  # built while this session waited for it
+                if entry is not None:
+                    return entry.value
+                self.misses += 1
+            try:
+                value = build()
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
+            size = size_of(value)
+            with self._lock:
+                if size <= self.max_bytes:
+                    self._entries[key] = _Entry(value, size, self.clock())
+                    self.bytes += size
+                    self._evict()
         return value
 
     def _evict(self) -> None:
@@ -141,13 +163,39 @@ class SharedResults:
             del self._entries[key]
             self.bytes -= oldest.size
 
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
     def __len__(self) -> int:
         return len(self._entries)
 
 
-RESULTS = SharedResults()
+RESULTS = SharedResults(FIGURE_BYTES)  # figures and tables
+PASSES = SharedResults(PASS_BYTES)  # model passes (ui.passes)
 
 
 def once(function: Callable, *args, **kwargs):
     """function(*args, **kwargs), built once for every session while it stays cached (read-only: see above)."""
     return RESULTS.get(fingerprint(function, args, kwargs), lambda: function(*args, **kwargs))
+
+
+def shared_pass(spinner: str):
+    """Decorator: the function's result shared by every session (as st.cache_resource would), within PASSES's byte
+    bound; `spinner` is shown to the session that computes it."""
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def cached(*args, **kwargs):
+            def build():
+                with st.spinner(spinner):
+                    return function(*args, **kwargs)
+            return PASSES.get(fingerprint(function, args, kwargs), build)
+        return cached
+    return decorate
+
+
+def clear() -> None:
+    """Forget every shared figure and pass (for tests and benchmarks of a first visit)."""
+    RESULTS.clear()
+    PASSES.clear()
