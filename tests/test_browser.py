@@ -182,6 +182,13 @@ def figure_measures(page, index: int | str) -> dict:
             break
         result = again
     result["top"] = page.evaluate(f"() => {chosen}.getBoundingClientRect().top")
+    # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width.
+    result["shown"] = page.evaluate(f"""() => {{ const gd = {chosen};
+        return {{figure: gd.getBoundingClientRect().width,
+                 visible: gd.closest('[class*="st-key-scroll-"]').getBoundingClientRect().width,
+                 page: (main => main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
+                                - parseFloat(getComputedStyle(main).paddingRight))(
+                           document.querySelector('[data-testid="stMainBlockContainer"]'))}}; }}""")
     return result
 
 
@@ -198,6 +205,10 @@ def label_problems(name: str, result: dict, axes: str, tokens: int, grid: tuple[
     labelled = {letter: {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith(letter)}
                 for letter in "xy"}
     problems = [f"{name}: {problem}" for problem in result["problems"]]
+    shown = result["shown"]  # a figure that fits the page is not cut by a narrower column (wider ones scroll)
+    if shown["visible"] + 1 < shown["figure"] <= shown["page"]:
+        problems.append(f"{name}: {shown['figure']:.0f} px wide in a {shown['visible']:.0f} px column "
+                        f"of a {shown['page']:.0f} px page")
     problems += [f"{name}: {axis}: {problem}" for axis, ticks in result["ticks"].items()
                  for problem in ticks["problems"]]
     expected_axes = {"x": grid[1], "y": grid[0]} if axes == "model" else {letter: None for letter in axes}
@@ -243,7 +254,6 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                               len(text.split()) + 1))
             for view, params, figures, count in cases:
                 name = f"{mode}-{input_name}-{view}" + ("-words" if "words" in params else "")
-                started = time.monotonic()
                 open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, **params, **mode_params)
                 for index, axes in figures:
                     result = figure_measures(page, index)
@@ -252,7 +262,6 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                             and result["top"] > LECTURE_TOP_PX:
                         problems.append(f"{name}: the figure starts {result['top']:.0f} px down")
                 screenshot(page, folder, name)
-                print('TIMING', name, round(time.monotonic() - started, 1))
                 if view == "model":  # the head it opens: the Attention view of that head, every token labelled
                     page.get_by_role("button", name="Open in the Attention view").click()
                     page.wait_for_url(lambda url: "view=attention" in url)

@@ -125,8 +125,9 @@ def show_output(page: Page, headline) -> None:
     analysis = page.analysis
     for warning in analysis.warnings:
         st.warning(warning, icon="⚠️")
-    if page.lecture:  # the sidebar is folded away: what went in and what came out, on one line of plain text
-        headline.text(f"{page.text}  →  {analysis.text or '(empty: the model ended at once)'}")
+    if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
+        headline.text(page.text)
+        headline.text(f"→  {analysis.text or '(empty: the model ended at once)'}")
         return
     output = st.container()
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
