@@ -1,12 +1,13 @@
 """The app as a user meets it: `streamlit run app.py` in a real server, driven by headless Chromium.
 
-Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set. To look at
-them on a shipped checkpoint:
-    ATLAS_SCREENSHOTS=/tmp/shots ATLAS_BROWSER_CHECKPOINTS=/tmp/only-reverse python -m pytest tests/test_browser.py
-where /tmp/only-reverse holds a copy of checkpoints/reverse (the app opens on the first folder); ATLAS_BROWSER_INPUT
-sets the input typed for the screenshots (default: attention42). The README's screenshots are the same server and
-browser (benchmarks.server) opened on links: `?checkpoint=reverse&text=attention42&view=attention&layer=1`, and on
-eng-fra with `text=She is reading a book.` and `view=decoding&step=2` or `view=model`, at 1280 × 1000.
+test_every_view_in_a_browser clicks through every view on the tiny test checkpoint; its screenshots land in pytest's
+tmp_path, and also in $ATLAS_SCREENSHOTS when that is set (ATLAS_BROWSER_CHECKPOINTS: another checkpoints folder,
+the app opening on its first; ATLAS_BROWSER_INPUT: the input typed, default attention42). The readability tests run
+on the shipped checkpoints folder and save one screenshot per view, input and mode in $ATLAS_SCREENSHOTS only:
+    ATLAS_SCREENSHOTS=/tmp/shots python -m pytest tests/test_browser.py -k "labelled or shipped"
+The README's screenshots are the same server and browser (benchmarks.server) opened on links to eng-fra: at
+1400 x 1150 `?checkpoint=eng-fra&view=attention&kind=encoder.self&text=` MEDIUM (below), at 1400 x 1000
+`view=decoding&step=2&text=She is reading a book.`, and at 1600 x 1250 `view=model&kind=encoder.self&text=` SHORT.
 """
 from __future__ import annotations
 
