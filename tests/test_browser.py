@@ -143,7 +143,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def shipped_configs():
+def shipped_checkpoints():
     from transformer import load_checkpoint
 
     return {name: load_checkpoint(ROOT / "checkpoints" / name) for name in ("eng-fra", "reverse")}
@@ -221,12 +221,12 @@ def label_problems(name: str, result: dict, axes: str, tokens: int, grid: tuple[
     return problems
 
 
-def test_the_inputs_have_the_lengths_measured(shipped_configs):
+def test_the_inputs_have_the_lengths_measured(shipped_checkpoints):
     for name, (checkpoint, text, tokens) in INPUTS.items():
-        loaded = shipped_configs[checkpoint]
+        loaded = shipped_checkpoints[checkpoint]
         assert len(loaded.encode(text)) == tokens, name
         assert not [warning for warning in loaded.translate(text, beam_size=1).warnings if "cut off" in warning]
-    eng_fra = shipped_configs["eng-fra"]
+    eng_fra = shipped_checkpoints["eng-fra"]
     assert len(eng_fra.encode(LONGEST)) == eng_fra.config.max_len  # the longest input read whole
     over = eng_fra.translate(LONGEST + " Yes.", beam_size=1)  # three pieces more: cut, and the app says so in its terms
     assert len(over.src_tokens) == eng_fra.config.max_len
@@ -235,7 +235,7 @@ def test_the_inputs_have_the_lengths_measured(shipped_configs):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_configs, mode):
+def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_checkpoints, mode):
     """At 1400 x 1000, and 1280 x 720 in lecture mode, on eng-fra at 8, 24 and 64 tokens and on reverse at 30
     characters: every measured figure of every view labels each source token once on each axis that shows source
     tokens (each word, with words=1), without colliding labels or text on text; the model view's outer axes carry
@@ -247,7 +247,7 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
     page.set_default_timeout(RUN_S * 1000)
     try:
         for input_name, (checkpoint, text, tokens) in INPUTS.items():
-            config = shipped_configs[checkpoint].config
+            config = shipped_checkpoints[checkpoint].config
             grid = (config.num_encoder_layers, config.num_heads)
             cases = [(view, params, figures, tokens) for view, (params, figures) in VIEWS_MEASURED.items()]
             if input_name in WORD_LEVEL:
