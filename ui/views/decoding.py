@@ -12,7 +12,7 @@ from ui.shared import once
 from ui.view import View
 from ui.widgets import PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
 
-TABLE_PX = {False: 300, True: 320}  # the next pieces' table beside the step's figure (pieces and bars), lecture: True
+TABLE_PX = {False: 300, True: 320}  # width the next pieces' table needs beside the step's figure (key: lecture mode)
 
 
 def step_by(delta: int, last: int) -> None:
