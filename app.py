@@ -18,7 +18,8 @@ from ui.views import BY_KEY, VIEWS
 # page (the header bar, its two icons outside the content, lets the page show through and only its buttons take
 # clicks), the view list and the lecture switch drawn at 80 % with the input and output between them, less space
 # between elements, and the rows of controls at 72 % (they are the lecturer's, not the room's) so each keeps to one
-# line.
+# line. The input and its output take two lines each at most and scroll beyond (a 64-token sentence and its
+# translation would otherwise push the figure down by two more), and warnings are drawn compact.
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 0.1rem 3rem 2rem; }
@@ -28,6 +29,9 @@ header[data-testid="stHeader"] { background: transparent; pointer-events: none; 
 header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointer-events: auto; }
 [data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }
 [class*="st-key-controls-"] { zoom: 0.72; column-gap: 0.5rem; }
+[data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
+[data-testid="stAlertContainer"] p { font-size: 0.85rem; }
+.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
 </style>"""
 
 
@@ -54,7 +58,7 @@ def main() -> None:
         st.html(PICKER_CSS)
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
-    headline = top.container()  # lecture mode: "input → output" beside the picker, so the figure starts higher
+    headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)

@@ -32,6 +32,7 @@ FIGURES = {
     "decoding": decoding.measure,  # 3. key/value cache speed-up
     "app": app_latency.measure,  # 4. AppTest latency
     "browser": browser.measure,  # 5. Chromium render
+    "first_visit": browser.first_figure,  # the first figure for the first visitor of a fresh server
     "memory": memory.measure,  # 6. peak RSS
     "model_view": model_view.measure,  # the model view figure's build time and size
     "load": sessions.measure,  # many sessions at once (benchmarks/load.py)

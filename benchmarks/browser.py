@@ -1,20 +1,24 @@
 """Browser render: headless Chromium against `streamlit run app.py`, from pressing Enter on a new input until the
-model view's grid is drawn, and the bytes the page transfers."""
+model view's grid is drawn, the bytes the page transfers, and the first visitor's wait for a figure on a fresh
+server."""
 from __future__ import annotations
 
 import os
 import shutil
 import statistics
+import time
 
 from transformer import load_checkpoint
 
 from .common import Setup, peak_rss_mb, result, side_by_side, skipped
 from .fixtures import distinct_texts, token_count, wide_checkpoints
 from .memory import FIGURE as MEMORY
-from .server import CHROMIUM, RUN_S, launch_chromium, streamlit_server
+from .server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server
 
 FIGURE = "browser render"
 AT_MOST = 2.0  # seconds, at the longest input: 256 tokens (the smoke run's longest is tiny)
+FIRST_FIGURE_AT_MOST = 3.0  # seconds from the server's health check answering to the first figure drawn
+FIRST_VISITS = 3  # fresh servers (each starts in tens of seconds): the median of these
 
 # True once the run has ended and the model view shows the new input: an x axis as long as the source (each
 # panel is an image, whose axis spans its width in cells) and one image trace per panel (the invisible heatmaps that
@@ -25,6 +29,12 @@ DRAWN = """([tokens, panels]) => {
     const axis = plot && plot._fullLayout && plot._fullLayout.xaxis;
     return Boolean(axis) && Math.round(axis.range[1] - axis.range[0]) === tokens
         && plot.data.filter(trace => trace.type === 'image').length === panels;
+}"""
+# True once the app's run has ended and its first figure is laid out and drawn.
+FIRST_DRAWN = """() => {
+    if (document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')) return false;
+    const plot = document.querySelector('.stPlotlyChart .js-plotly-plot');
+    return Boolean(plot && plot._fullLayout && plot._fullLayout._size && plot.querySelector('.main-svg'));
 }"""
 # Bytes the page fetched over HTTP (document, scripts, styles, fonts), as the browser's resource timing reports.
 HTTP_BYTES = """() => performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))
@@ -89,3 +99,36 @@ def measure(setup: Setup) -> list[dict]:
     rows.append(result(MEMORY, f"peak RSS of the streamlit server after {sessions} browser sessions at "
                        f"{' and '.join(map(str, checkpoints))} tokens", server_peak_mb, "MB"))
     return rows
+
+
+def first_figure(setup: Setup) -> list[dict]:
+    """Seconds from a fresh server's health check answering to its first visitor's first figure drawn, on the
+    shipped checkpoints folder (the smoke run: a folder with its tiny checkpoint), Chromium already running: what a
+    visitor waits for when the server has just started. The median over FIRST_VISITS fresh servers."""
+    if not CHROMIUM.exists():
+        return [skipped(FIGURE, f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
+    from playwright.sync_api import sync_playwright
+
+    if setup.smoke:
+        folder = setup.workdir / "first-visit-checkpoints"
+        shutil.copytree(setup.checkpoint, folder / setup.checkpoint.name, copy_function=os.link)
+    else:
+        folder = ROOT / "checkpoints"
+    seconds = []
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        try:
+            for visit in range(1 if setup.smoke else FIRST_VISITS):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(RUN_S * 1000)
+                with streamlit_server(folder, setup.workdir / f"first-visit-{visit}.log") as (url, _):
+                    healthy = time.perf_counter()
+                    page.goto(url)
+                    page.wait_for_function(FIRST_DRAWN, polling="raf")
+                    seconds.append(time.perf_counter() - healthy)
+                page.close()
+        finally:
+            browser.close()
+    where = "a tiny checkpoint" if setup.smoke else "the shipped checkpoints folder"
+    return [result(FIGURE, f"first visitor: server healthy → first figure drawn, {where}", statistics.median(seconds),
+                   "s", at_most=FIRST_FIGURE_AT_MOST, runs=seconds)]

@@ -212,6 +212,18 @@ def test_dark_figures_when_the_browser_reports_no_theme(app):
     assert figure(ok(at))["layout"]["template"]["layout"]["paper_bgcolor"] == "rgb(17,17,17)"
 
 
+@pytest.mark.parametrize("reported", ["light", "dark"])
+def test_a_links_dark_wins_over_a_light_browser(app, monkeypatch, reported):
+    """dark=1 in a link gives dark figures when the browser reports a light theme; a dark page has them anyway."""
+    from streamlit.runtime.context import ContextProxy, StreamlitTheme
+
+    monkeypatch.setattr(ContextProxy, "theme", property(lambda self: StreamlitTheme({"type": reported})))
+    dark = "rgb(17,17,17)"
+    assert figure(ok(app(dark="1")))["layout"]["template"]["layout"]["paper_bgcolor"] == dark
+    plain = figure(ok(app()))["layout"]["template"]["layout"]["paper_bgcolor"]
+    assert (plain == dark) is (reported == "dark")
+
+
 def test_export_offers_attention_tables_and_the_translation(app):
     labels = [button.proto.label for button in ok(app()).download_button]
     assert labels == ["Attention as CSV", "Attention as Parquet", "Input and output as JSON"]

@@ -177,8 +177,8 @@ def test_capture_of_a_teacher_forced_pass(checkpoint, name):
 def test_one_piece_too_many_is_cut_from_the_end(checkpoint):
     result = checkpoint.translate("a" * (MAX_LEN - 1) + "b")
     assert result.src_tokens == ["a"] * (MAX_LEN - 1) + ["</s>"]
-    assert result.warnings[0] == (f"The input is {MAX_LEN} tokens long but this model reads at most {MAX_LEN - 1}: "
-                                  "the last 1 were cut off.")
+    assert result.warnings[0] == (f"The input is {MAX_LEN} pieces long but this model reads at most {MAX_LEN - 1} "
+                                  f"pieces (max_len {MAX_LEN} tokens with </s>): the last 1 were cut off.")
     assert "longer than anything this model trained on" in result.warnings[1]  # it learned strings of 1-6
 
 

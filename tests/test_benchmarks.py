@@ -33,6 +33,9 @@ def test_smoke_run_measures_and_checks_every_figure(tmp_path):
         if module in WITH_TARGETS:
             assert any(row["target"] for row in mine), f"{module.FIGURE} has no target"
     assert not [row for row in rows if row.get("error")]
+    if CHROMIUM.exists():  # the first visitor's wait is measured, against its target
+        first = [row for row in rows if row["case"].startswith("first visitor")]
+        assert len(first) == 1 and first[0]["target"] == f"≤ {browser.FIRST_FIGURE_AT_MOST:g}", first
     for row in rows:  # each verdict is its value against its target, recomputed here
         if row["target"]:
             sign, bound = row["target"].split()

@@ -1,17 +1,18 @@
 """The app as a user meets it: `streamlit run app.py` in a real server, driven by headless Chromium.
 
-Screenshots of every view land in pytest's tmp_path, and also in $ATLAS_SCREENSHOTS when that is set. To look at
-them on a shipped checkpoint:
-    ATLAS_SCREENSHOTS=/tmp/shots ATLAS_BROWSER_CHECKPOINTS=/tmp/only-reverse python -m pytest tests/test_browser.py
-where /tmp/only-reverse holds a copy of checkpoints/reverse (the app opens on the first folder); ATLAS_BROWSER_INPUT
-sets the input typed for the screenshots (default: attention42). The README's screenshots are the same server and
-browser (benchmarks.server) opened on links: `?checkpoint=reverse&text=attention42&view=attention&layer=1`, and on
-eng-fra with `text=She is reading a book.` and `view=decoding&step=2` or `view=model`, at 1280 × 1000.
+test_every_view_in_a_browser clicks through every view on the tiny test checkpoint; its screenshots land in pytest's
+tmp_path, and also in $ATLAS_SCREENSHOTS when that is set (ATLAS_BROWSER_CHECKPOINTS: another checkpoints folder,
+the app opening on its first; ATLAS_BROWSER_INPUT: the input typed, default attention42). The readability tests run
+on the shipped checkpoints folder and save one screenshot per view, input and mode in $ATLAS_SCREENSHOTS only:
+    ATLAS_SCREENSHOTS=/tmp/shots python -m pytest tests/test_browser.py -k "labelled or shipped"
+The README's screenshots are the same server and browser (benchmarks.server) opened on links to eng-fra: at
+1400 x 1150 `?checkpoint=eng-fra&view=attention&kind=encoder.self&text=` MEDIUM (below), at 1400 x 1000
+`view=decoding&step=2&text=She is reading a book.`, and at 1600 x 1250 `view=model&kind=encoder.self&text=` SHORT.
 """
 from __future__ import annotations
 
 import os
-import shutil
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -94,77 +95,199 @@ def test_every_view_in_a_browser(server, tmp_path):
     assert not problems, problems
 
 
-# A 24-piece eng-fra sentence (its source pieces and </s> label the source axis).
-LONG_INPUT = "When the teacher opened the old wooden door, the students quietly walked into the bright classroom."
-SOURCE_TOKENS = 25
-SOURCE_WORDS = 17  # 16 words (viz.word_labels: "," and "." join the word before them), and </s>
-# view -> (link parameters, which figure of the view to measure: its index on the page, or the name show_figure gave
-# it where lecture mode reorders them): each figure's x axes are the source tokens.
-READABLE_VIEWS = {"attention": ({"kind": "encoder.self"}, 0), "model": ({"kind": "encoder.self"}, 0),
-                  "decoding": ({"step": "5"}, 0), "compare": ({"kind": "encoder.self"}, 0),
-                  "training": ({"kind": "encoder.self"}, "training-head"), "heads": ({}, 1)}
+# Inputs of the acceptance (source tokens = pieces + </s>): eng-fra at 8, 24 and 64 tokens (64 = its max_len, so the
+# longest it reads whole), and reverse at 30 characters (31 tokens). Their counts are checked against the tokenizers.
+SHORT = "She is reading a good book."
+MEDIUM = "When the teacher opened the wooden door, the students quietly walked into the bright classroom."
+LONGEST = ("When the teacher opened the old wooden door, the students quietly walked into the bright classroom, and "
+           "the children who had waited in the cold garden since the early morning sat down at their small desks to "
+           "read their new books with the teacher and all of their old friends.")
+INPUTS = {"8": ("eng-fra", SHORT, 8), "24": ("eng-fra", MEDIUM, 24), "64": ("eng-fra", LONGEST, 64),
+          "reverse-30": ("reverse", "attention42transformer2026abcd", 31)}
+WORD_LEVEL = ("64",)  # words: whitespace-separated words (",", "." join the word before them), and </s>
+# view -> (link parameters, the figures measured: (show_figure's name, or an index on the page; the axes that carry
+# every source token: "xy" where queries are source tokens too)).
+VIEWS_MEASURED = {
+    "attention": ({"kind": "encoder.self"}, [(0, "xy")]),
+    "model": ({"kind": "encoder.self"}, [("model-view", "model")]),
+    "decoding": ({"step": "5"}, [("decoding-step", "x")]),
+    "compare": ({"kind": "encoder.self"}, [("compare-heads", "xy")]),
+    "training": ({"kind": "encoder.self"}, [("training-head", "xy"), ("training-snapshots", "x")]),
+    "heads": ({}, [("rollout-encoder", "xy"), ("rollout-decoder", "x")]),
+}
 LECTURE_TOP_PX = 320  # the figure's top on a 1280 x 720 projector
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
+MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
 
 
 @pytest.fixture(scope="module")
-def eng_fra_server(tmp_path_factory):
-    """The app on the shipped eng-fra checkpoint alone."""
-    root = tmp_path_factory.mktemp("eng-fra-checkpoints")
-    shutil.copytree(ROOT / "checkpoints" / "eng-fra", root / "eng-fra", ignore=shutil.ignore_patterns("resume.pt"))
+def shipped_server(tmp_path_factory):
+    """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it."""
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     try:
-        with streamlit_server(root, log) as (url, _):
+        with streamlit_server(ROOT / "checkpoints", log) as (url, _):
             yield url
     except ServerError as error:
         pytest.fail(str(error))
 
 
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = launch_chromium(playwright)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shipped_checkpoints():
+    from transformer import load_checkpoint
+
+    return {name: load_checkpoint(ROOT / "checkpoints" / name) for name in ("eng-fra", "reverse")}
+
+
+def screenshots() -> Path | None:
+    """$ATLAS_SCREENSHOTS, made if need be; None when it is not set (a screenshot costs a few tenths of a second)."""
+    if not os.environ.get("ATLAS_SCREENSHOTS"):
+        return None
+    folder = Path(os.environ["ATLAS_SCREENSHOTS"])
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def screenshot(page, folder: Path | None, name: str) -> None:
+    if folder is not None:
+        page.screenshot(path=folder / f"{name}.png")
+
+
+def chosen_figure(index: int | str) -> str:
+    """JavaScript for the index-th figure on the page, or the one show_figure drew under that name."""
+    return (f"document.querySelectorAll('.stPlotlyChart .js-plotly-plot')[{index}]" if isinstance(index, int) else
+            f"document.querySelector('.st-key-wide-figure-{index} .js-plotly-plot')")
+
+
 def figure_measures(page, index: int | str) -> dict:
-    """figure_browser's measurements of the index-th figure on the page (or the one show_figure named so), and its
-    top on the screen."""
-    chosen = (f"document.querySelectorAll('.stPlotlyChart .js-plotly-plot')[{index}]" if isinstance(index, int) else
-              f"document.querySelector('.st-key-wide-figure-{index} .js-plotly-plot')")
-    result = page.evaluate(MEASURE_JS.replace("document.querySelector('.js-plotly-plot')", chosen))
+    """figure_browser's measurements of a figure (see chosen_figure) once Plotly has drawn it (two measurements
+    alike, a moment apart), and its top on the screen."""
+    chosen = chosen_figure(index)
+    page.wait_for_function(f"() => {{ const gd = {chosen}; return gd && gd._fullLayout && gd._fullLayout._size; }}")
+    script = MEASURE_JS.replace("document.querySelector('.js-plotly-plot')", chosen)
+    result = page.evaluate(script)
+    for _ in range(20):  # bounded: Plotly redraws once when Streamlit sizes its box
+        time.sleep(0.2)
+        again = page.evaluate(script)
+        if again == result:
+            break
+        result = again
     result["top"] = page.evaluate(f"() => {chosen}.getBoundingClientRect().top")
+    # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width.
+    result["shown"] = page.evaluate(f"""() => {{ const gd = {chosen};
+        return {{figure: gd.getBoundingClientRect().width,
+                 visible: gd.closest('[class*="st-key-scroll-"]').getBoundingClientRect().width,
+                 page: (main => main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
+                                - parseFloat(getComputedStyle(main).paddingRight))(
+                           document.querySelector('[data-testid="stMainBlockContainer"]'))}}; }}""")
     return result
 
 
-@pytest.mark.parametrize("mode", ["laptop", "lecture"])
-def test_every_source_token_is_labelled_on_a_long_sentence(eng_fra_server, tmp_path, mode):
-    """1400 x 1000, and 1280 x 720 in lecture mode: each view's figure labels all 25 source tokens on each x axis
-    that has labels, without colliding labels, and in lecture mode the figure starts within the first 320 px."""
-    folder = Path(os.environ.get("ATLAS_SCREENSHOTS") or tmp_path)
-    folder.mkdir(parents=True, exist_ok=True)
-    viewport = {"width": 1400, "height": 1000} if mode == "laptop" else {"width": 1280, "height": 720}
-    problems, late = [], []
-    with sync_api.sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        try:
-            page = browser.new_page(viewport=viewport)
-            page.set_default_timeout(RUN_S * 1000)
-            cases = [(view, params, index, SOURCE_TOKENS) for view, (params, index) in READABLE_VIEWS.items()]
-            cases.append(("attention", {"kind": "encoder.self", "words": "1"}, 0, SOURCE_WORDS))
-            for view, params, index, tokens in cases:
-                link = {"checkpoint": "eng-fra", "text": LONG_INPUT, "view": view, **params}
-                if mode == "lecture":
-                    link["lecture"] = "1"
-                page.goto(eng_fra_server + "?" + urllib.parse.urlencode(link))
-                page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
-                wait_for_rerun(page, settle_s=2.0)
-                name = f"{mode}-{view}" + ("-words" if "words" in params else "")
-                page.screenshot(path=folder / f"{name}.png")
-                result = figure_measures(page, index)
-                x_axes = {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith("x")}
-                if not x_axes:
-                    problems.append(f"{name}: no labelled x axis")
-                problems += [f"{name}: {axis} has {ticks['count']} labels for {tokens} tokens"
-                             for axis, ticks in x_axes.items() if ticks["count"] != tokens]
-                problems += [f"{name}: {axis}: {problem}" for axis, ticks in result["ticks"].items()
-                             for problem in ticks["problems"]]
-                if mode == "lecture" and view in FIGURE_FIRST and result["top"] > LECTURE_TOP_PX:
-                    late.append(f"{name}: the figure starts {result['top']:.0f} px down")
-        finally:
-            browser.close()
-    assert not problems + late, problems + late
+def open_link(page, url: str, **params) -> None:
+    page.goto(url + "?" + urllib.parse.urlencode(params))
+    page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
+    wait_for_rerun(page, settle_s=0.2)
+
+
+def label_problems(name: str, result: dict, axes: str, tokens: int, grid: tuple[int, int] | None = None) -> list[str]:
+    """What is wrong with one figure's labels: an axis that should carry every source token carrying another count,
+    colliding neighbours, text on text. axes: "x" or "xy" (see VIEWS_MEASURED), or "model" for the model view,
+    whose `grid` (layers, heads) labels each column's bottom x axis and each row's first y axis."""
+    labelled = {letter: {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith(letter)}
+                for letter in "xy"}
+    problems = [f"{name}: {problem}" for problem in result["problems"]]
+    shown = result["shown"]  # a figure that fits the page is not cut by a narrower column (wider ones scroll)
+    if shown["visible"] + 1 < shown["figure"] <= shown["page"]:
+        problems.append(f"{name}: {shown['figure']:.0f} px wide in a {shown['visible']:.0f} px column "
+                        f"of a {shown['page']:.0f} px page")
+    problems += [f"{name}: {axis}: {problem}" for axis, ticks in result["ticks"].items()
+                 for problem in ticks["problems"]]
+    expected_axes = {"x": grid[1], "y": grid[0]} if axes == "model" else {letter: None for letter in axes}
+    for letter, count in expected_axes.items():
+        if not labelled[letter] or (count is not None and len(labelled[letter]) != count):
+            problems.append(f"{name}: {len(labelled[letter])} labelled {letter} axes, expected {count or 'some'}")
+        problems += [f"{name}: {axis} has {ticks['count']} labels for {tokens} tokens"
+                     for axis, ticks in labelled[letter].items() if ticks["count"] != tokens]
+    return problems
+
+
+def test_the_inputs_have_the_lengths_measured(shipped_checkpoints):
+    for name, (checkpoint, text, tokens) in INPUTS.items():
+        loaded = shipped_checkpoints[checkpoint]
+        assert len(loaded.encode(text)) == tokens, name
+        assert not [warning for warning in loaded.translate(text, beam_size=1).warnings if "cut off" in warning]
+    eng_fra = shipped_checkpoints["eng-fra"]
+    assert len(eng_fra.encode(LONGEST)) == eng_fra.config.max_len  # the longest input read whole
+    over = eng_fra.translate(LONGEST + " Yes.", beam_size=1)  # three pieces more: cut, and the app says so in its terms
+    assert len(over.src_tokens) == eng_fra.config.max_len
+    assert over.warnings[0] == ("The input is 66 pieces long but this model reads at most 63 pieces (max_len 64 tokens "
+                                "with </s>): the last 3 were cut off.")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_checkpoints, mode):
+    """At 1400 x 1000, and 1280 x 720 in lecture mode, on eng-fra at 8, 24 and 64 tokens and on reverse at 30
+    characters: every measured figure of every view labels each source token once on each axis that shows source
+    tokens (each word, with words=1), without colliding labels or text on text; the model view's outer axes carry
+    every token and the head it opens does too; in lecture mode each view's figure starts within the first 320 px."""
+    folder = screenshots()
+    viewport, mode_params = MODES[mode]
+    problems = []
+    page = browser.new_page(viewport=viewport)
+    page.set_default_timeout(RUN_S * 1000)
+    try:
+        for input_name, (checkpoint, text, tokens) in INPUTS.items():
+            config = shipped_checkpoints[checkpoint].config
+            grid = (config.num_encoder_layers, config.num_heads)
+            cases = [(view, params, figures, tokens) for view, (params, figures) in VIEWS_MEASURED.items()]
+            if input_name in WORD_LEVEL:
+                cases.append(("attention", {"kind": "encoder.self", "words": "1"}, [(0, "xy")],
+                              len(text.split()) + 1))
+            for view, params, figures, count in cases:
+                name = f"{mode}-{input_name}-{view}" + ("-words" if "words" in params else "")
+                open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, **params, **mode_params)
+                for index, axes in figures:
+                    result = figure_measures(page, index)
+                    problems += label_problems(f"{name} {index}", result, axes, count, grid)
+                    if mode == "lecture" and view in FIGURE_FIRST and index == figures[0][0] \
+                            and result["top"] > LECTURE_TOP_PX:
+                        problems.append(f"{name}: the figure starts {result['top']:.0f} px down")
+                screenshot(page, folder, name)
+                if view == "model":  # the head it opens: the Attention view of that head, every token labelled
+                    page.get_by_role("button", name="Open in the Attention view").click()
+                    page.wait_for_url(lambda url: "view=attention" in url)
+                    wait_for_rerun(page, settle_s=0.2)
+                    problems += label_problems(f"{name}-opened", figure_measures(page, 0), "xy", count)
+                    screenshot(page, folder, f"{name}-opened")
+        assert not page.locator('[data-testid="stException"]').count()
+    finally:
+        page.close()
+    assert not problems, problems
+
+
+def test_compare_two_shipped_checkpoints_draws_a_minus_b(shipped_server, browser):
+    """Compare -> two checkpoints on reverse and reverse-1layer (one vocabulary): A, B and A − B are drawn."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(RUN_S * 1000)
+    try:
+        open_link(page, shipped_server, checkpoint="reverse", text="attention42", view="compare",
+                  compare="checkpoints", kind="decoder.cross", checkpoint_b="reverse-1layer")
+        result = figure_measures(page, "compare-checkpoints")
+        texts = page.evaluate(f"() => [...{chosen_figure('compare-checkpoints')}.querySelectorAll('text')]"
+                              ".map(t => t.textContent)")
+        screenshot(page, screenshots(), "compare-checkpoints")
+    finally:
+        page.close()
+    assert any("reverse-1layer" in text for text in texts), texts
+    assert any("A − B" in text for text in texts), texts
+    assert not label_problems("compare-checkpoints", result, "x", len("attention42") + 1)

@@ -25,6 +25,16 @@ def test_snapshots_are_small_multiples_in_order_on_one_scale():
     assert (own.cmin, own.cmax) == (0, 1.25)
 
 
+def test_every_column_of_snapshots_is_labelled_when_the_last_row_is_short():
+    """5 snapshots, 3 a row: the third column's bottom cell is empty, so the panel above it carries its keys."""
+    fig = viz.snapshots_figure([(f"step {s}", np.eye(3)) for s in range(5)], TOKENS, TOKENS, columns=3)
+    labelled = {name for name in fig.layout if name.startswith("xaxis") and fig.layout[name].showticklabels is not False
+                and fig.layout[name].visible is not False}
+    assert labelled == {"xaxis3", "xaxis4", "xaxis5"}  # column 3 by its first row's panel, 1 and 2 by the bottom row
+    assert fig.layout.xaxis6.visible is False and fig.layout.yaxis6.visible is False  # the empty cell
+    assert list(fig.layout.xaxis3.ticktext) == list(fig.layout.xaxis4.ticktext)
+
+
 def test_snapshots_need_at_least_one():
     with pytest.raises(ValueError, match="empty"):
         viz.snapshots_figure([], TOKENS, TOKENS)

@@ -306,19 +306,19 @@ class Checkpoint:
         model = model or self.model
         ids, cut = self._source(text)
         warnings = []
+        # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
+        reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
         if bounded(text, self.config.max_len)[1]:
             limit = self.config.max_len * MAX_CHARS_PER_TOKEN
-            warnings.append(f"The input is longer than this model reads (at most {len(ids) - 1} tokens): the "
-                            f"characters after the first {limit:,} were cut off.")
+            warnings.append(f"The input is longer than this model reads ({reads}): the characters after the first "
+                            f"{limit:,} were cut off.")
         elif cut:
-            warnings.append(
-                f"The input is {len(ids) - 1 + cut} tokens long but this model reads at most {len(ids) - 1}: "
-                f"the last {cut} were cut off."
-            )
+            warnings.append(f"The input is {len(ids) - 1 + cut} pieces long but this model reads {reads}: the last "
+                            f"{cut} were cut off.")
         longest = self.card.training.get("longest_source_tokens")
         if type(longest) is int and len(ids) - 1 > longest:
-            warnings.append(f"The input is {len(ids) - 1} tokens long, longer than anything this model trained on "
-                            f"(at most {longest}): expect dropped or invented words.")
+            warnings.append(f"The input is {len(ids) - 1} pieces long, longer than anything this model trained on "
+                            f"(at most {longest} pieces): expect dropped or invented words.")
         warnings += input_warnings(self.card.task, text)
         unknown = ids.count(self.src_tokenizer.unk_id)
         if unknown:

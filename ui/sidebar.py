@@ -70,7 +70,8 @@ def choose_checkpoint() -> str | None:
         st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
                    f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
-                   f"d_model {config.d_model} · max_len {config.max_len}")
+                   f"d_model {config.d_model} · max_len {config.max_len} tokens (input: "
+                   f"{config.max_len - 1} pieces + </s>)")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
             metrics = tuple(plain(metric.replace("_", " ")) for metric in card.metrics)  # st.table's cells are Markdown
             values = tuple(plain(metric_text(value)) for value in card.metrics.values())
@@ -124,8 +125,9 @@ def show_output(page: Page, headline) -> None:
     analysis = page.analysis
     for warning in analysis.warnings:
         st.warning(warning, icon="⚠️")
-    if page.lecture:  # the sidebar is folded away: what went in and what came out, on one line of plain text
-        headline.text(f"{page.text}  →  {analysis.text or '(empty: the model ended at once)'}")
+    if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
+        headline.text(page.text)
+        headline.text(f"→  {analysis.text or '(empty: the model ended at once)'}")
         return
     output = st.container()
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
@@ -146,9 +148,11 @@ def arrow_table(*columns: tuple[str, tuple]) -> pa.Table:
 
 
 def figure_theme() -> viz.Theme:
-    """Figures follow Streamlit's light or dark theme when the browser reports it, else a switch."""
-    dark = st.context.theme.type == "dark" if st.context.theme.type else st.sidebar.toggle("Dark figures", key="dark")
-    return viz.Theme(large=st.session_state.lecture, dark=dark)
+    """Dark figures on a dark page; elsewhere the switch decides, which a link's dark=1 turns on: a lecturer's
+    prepared link shows dark figures whatever theme the room's browser reports."""
+    if st.context.theme.type == "dark":
+        return viz.Theme(large=st.session_state.lecture, dark=True)
+    return viz.Theme(large=st.session_state.lecture, dark=st.sidebar.toggle("Dark figures", key="dark"))
 
 
 def build_page(headline) -> Page | None:

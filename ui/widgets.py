@@ -33,6 +33,20 @@ def show_figure(page: Page, fig, name: str, **kwargs):
                                key=key, width=width or "stretch", **kwargs)
 
 
+# The page's content width: at 1400 pixels with the sidebar open, and in lecture mode at 1280 (sidebar folded, 22 px
+# text). Things go side by side only when all of them fit it, so that no figure that fits the page is cut by its column.
+CONTENT_PX = {False: 930, True: 1140}
+GAP_PX = {False: 16, True: 22}  # st.columns' small gap, 1 rem
+
+
+def side_by_side(page: Page, widths: list[int]) -> list:
+    """Columns at least `widths` pixels wide (each in proportion to its width) when they fit the page side by side;
+    else full-width containers, one under another."""
+    if sum(widths) + GAP_PX[page.lecture] * (len(widths) - 1) <= CONTENT_PX[page.lecture]:
+        return st.columns(widths, gap="small")
+    return [st.container() for _ in widths]
+
+
 def table_height(page: Page) -> str:
     """In lecture mode a table shows every row (no inner scrolling a room cannot see); otherwise ten at most."""
     return "content" if page.lecture else "auto"

@@ -30,6 +30,12 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(all_weights, fixed_scale), "weight")
     lay_out(fig, theme, q_tokens, k_tokens, rows=rows, cols=cols, title=title, panel_titles=True,
             colour_bars=[("coloraxis", cols)], legend=has_legend(fig))
+    # Shared x axes label the bottom row only: where the last row is short, the panel above an empty cell labels its
+    # column (its labels fall into the empty cell), and the empty cell's axes are hidden.
+    for empty in range(len(snapshots), rows * cols):  # 0-based panel index; make_subplots names axes from 1
+        above, blank = empty - cols + 1, empty + 1
+        fig.update_layout({f"xaxis{above if above > 1 else ''}": dict(showticklabels=True),
+                           f"xaxis{blank}": dict(visible=False), f"yaxis{blank}": dict(visible=False)})
     return apply_theme(fig, theme, title)
 
 

@@ -70,7 +70,8 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
                 f"{config.num_heads} heads.")
         return None
     if longest > config.max_len:
-        st.info(f"{plain(name_b)} reads at most {config.max_len} tokens, fewer than this sequence has.")
+        st.info(f"{plain(name_b)} reads at most {config.max_len} tokens (its max_len, </s> included), fewer than "
+                f"this sequence's {longest}.")
         return None
     b = page.forced(checkpoint=name_b).head(kind, layer, head)
     st.caption(f"B ({plain(name_b)}) reads the same source and, teacher-forced, the same decoder input as A "

@@ -10,7 +10,9 @@ from ui.page import Page
 from ui.state import draw, settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import PROBABILITY, controls, show_figure, table_height, word_switch
+from ui.widgets import PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
+
+TABLE_PX = {False: 300, True: 320}  # width the next pieces' table needs beside the step's figure (key: lecture mode)
 
 
 def step_by(delta: int, last: int) -> None:
@@ -44,7 +46,7 @@ def render(page: Page) -> None:
     caption = viz.decoding_step_caption(step, prefix)  # grows with every step: wrapped text, never a cut title
     if not page.lecture:
         st.text(caption)
-    left, right = st.columns([3, 2])
+    left, right = side_by_side(page, [int(fig.layout.width), TABLE_PX[page.lecture]])
     with left:
         show_figure(page, fig, "decoding-step")
         if page.lecture:  # on a projector the figure comes first (its title names the step), the long line under it

@@ -8,7 +8,7 @@ from ui.page import Page
 from ui.state import draw, settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import controls, head_title, show_figure, table_height
+from ui.widgets import controls, head_title, show_figure, side_by_side, table_height
 
 CORPUS_SIZE = 200  # inputs by default: a few seconds on the shipped checkpoints
 MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it streams, and runs under torchrun)
@@ -34,15 +34,15 @@ def render(page: Page) -> None:
     encoder = once(viz.encoder_rollout, analysis.stack("encoder.self"))
     source = once(viz.decoder_source_rollout, analysis.stack("decoder.self"), analysis.stack("decoder.cross"), encoder)
     src, tgt = analysis.pieces("src"), analysis.pieces("tgt")
-    left, right = st.columns(2)
+    encoder_fig = once(viz.rollout_figure, encoder, src, src, title="Encoder rollout", theme=page.theme)
+    decoder_fig = once(viz.rollout_figure, source, tgt, src, title="Decoder rollout onto the source", theme=page.theme)
+    left, right = side_by_side(page, [int(encoder_fig.layout.width), int(decoder_fig.layout.width)])
     with left:
-        show_figure(page, once(viz.rollout_figure, encoder, src, src, title="Encoder rollout", theme=page.theme),
-                    "rollout-encoder")
+        show_figure(page, encoder_fig, "rollout-encoder")
         st.caption("Row i: how much of each input token reaches the encoder's output at position i, through every "
                    "layer (heads averaged, residual counted as half).")
     with right:
-        show_figure(page, once(viz.rollout_figure, source, tgt, src, title="Decoder rollout onto the source",
-                               theme=page.theme), "rollout-decoder")
+        show_figure(page, decoder_fig, "rollout-decoder")
         st.caption("Row t: the share of each source token in the decoder's state at position t; the rest of each "
                    "row belongs to the decoder's own input.")
     across_corpus(page)
