@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import threading
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -157,3 +159,11 @@ def test_passes_are_sized_through_their_dataclasses():
     weights = np.zeros((2, 4, 10, 10), dtype=np.float32)
     kind = KindAttention("encoder.self", "src", "src", weights, weights.copy(), np.ones((10, 10), dtype=bool))
     assert size_of(Attention((kind,))) >= 2 * weights.nbytes + 100
+
+
+def test_the_server_skips_per_rerun_housekeeping():
+    """After every rerun Streamlit would walk every imported module's path (file watcher) and collect all garbage:
+    most of a lecture hall's server CPU once figures are shared (benchmarks.load --lecture)."""
+    config = tomllib.loads((Path(__file__).parents[1] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["fileWatcherType"] == "none"
+    assert config["runner"]["postScriptGC"] is False
