@@ -1,7 +1,11 @@
 """Checkpoint folders: round trip, translate, and every broken or hostile file refused with a clear error."""
 import json
 import pickle
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -198,3 +202,27 @@ def test_the_test_checkpoints_differ_wherever_the_app_compares(tiny_checkpoint, 
         assert all(not torch.allclose(weights, other[key][0], atol=0.05) for other in others), key
     for kind in ("encoder.{}.self", "decoder.{}.self", "decoder.{}.cross"):
         assert not torch.allclose(mine[kind.format(0)], mine[kind.format(1)], atol=0.05)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_loading_a_checkpoint_imports_no_compiler(tiny_checkpoint):
+    """The safety checks build the model on the meta device; ops there that run PyTorch's Python decompositions
+    import torch._dynamo on first use, seconds before a server's first visitor sees a figure."""
+    script = ("import sys\nfrom transformer import load_checkpoint\n"
+              f"checkpoint = load_checkpoint({str(tiny_checkpoint)!r})\n"
+              "checkpoint.translate(checkpoint.card.examples[0] or 'a')\n"
+              "print(sorted(m for m in sys.modules if m.startswith('torch._dynamo')))")
+    result = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[1], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_expected_state_matches_a_real_model(tiny_checkpoint):
+    from transformer.checkpoint import expected_state
+    from transformer.model import Transformer
+
+    config = load_checkpoint(tiny_checkpoint).config
+    expected, real = expected_state(config, tiny_checkpoint), Transformer(config).state_dict()
+    assert {name: (t.shape, t.dtype) for name, t in expected.items()} == {
+        name: (t.shape, t.dtype) for name, t in real.items()}

@@ -49,6 +49,7 @@ def _memory_status(field: str) -> int:
 
 
 def _child(call: Callable[[], object], send) -> None:
+    torch.set_num_threads(1)  # a forked child cannot use the parent's OpenMP threads: a parallel op would hang
     mapped = _memory_status("VmSize")
     resource.setrlimit(resource.RLIMIT_AS, (mapped + ADDRESS_SPACE_CAP, mapped + ADDRESS_SPACE_CAP))
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak, to what is resident now

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
@@ -143,10 +144,22 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
 
 
+class _ShapesOnly(TorchFunctionMode):
+    """Random initialisation skipped: a meta tensor has no values, and nn.Embedding's normal_ on the meta device runs
+    through PyTorch's Python decompositions, whose first use imports torch._dynamo (seconds at a server's cold
+    start, before the first visitor's first figure). A torch function mode is per thread: nothing else changes."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.nn.init.normal_, torch.Tensor.normal_):
+            return args[0] if args else kwargs["tensor"]  # the tensor it would have filled, as the real call returns
+        return func(*args, **kwargs)
+
+
 def expected_state(config: TransformerConfig, source: Path) -> dict[str, torch.Tensor]:
     """The names, shapes and dtypes of the state_dict `config` needs, from a model built on the meta device (no
     memory); CheckpointError if the model would have more than MAX_PARAMETERS parameters."""
-    with torch.device("meta"):
+    with torch.device("meta"), _ShapesOnly():
         model = Transformer(config)
     if model.num_parameters() > MAX_PARAMETERS:
         raise CheckpointError(f"{source}: the model would have {model.num_parameters():,} parameters, "

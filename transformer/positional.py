@@ -11,15 +11,20 @@ def sinusoidal_table(max_len: int, d_model: int, layout: str = "interleaved") ->
     """The sinusoids sin(pos / 10000^(2i/d_model)) and cos(same), (max_len, d_model).
 
     "interleaved" (the paper): PE[pos, 2i] = sin, PE[pos, 2i+1] = cos. "halves" (Marian / opus-mt): the sines fill the
-    first ceil(d_model / 2) dimensions and the cosines the rest, computed in float64 as transformers does."""
+    first ceil(d_model / 2) dimensions and the cosines the rest, computed in float64 as transformers does.
+    Computed on the CPU whatever the default device (a few KB, moved with the model): on the meta device, where
+    checkpoint.expected_state builds a model, these ops would run PyTorch's Python decompositions, whose first use
+    imports torch._dynamo (seconds of a server's cold start)."""
+    cpu = torch.device("cpu")
     if layout == "halves":
-        position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-        frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d_model / 2),)
+        position = torch.arange(max_len, dtype=torch.float64, device=cpu)[:, None]  # (max_len, 1)
+        dims = torch.arange(0, d_model, 2, dtype=torch.float64, device=cpu)  # (ceil(d_model / 2),)
+        frequency = 10000.0 ** (-dims / d_model)
         angle = position * frequency  # (max_len, ceil(d_model / 2))
         return torch.cat([angle.sin(), angle[:, : d_model // 2].cos()], dim=1).float()
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]  # (max_len, 1)
-    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
-    table = torch.zeros(max_len, d_model)
+    position = torch.arange(max_len, dtype=torch.float32, device=cpu)[:, None]  # (max_len, 1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32, device=cpu) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model, device=cpu)
     table[:, 0::2] = torch.sin(position * frequency)
     table[:, 1::2] = torch.cos(position * frequency[: d_model // 2])
     return table
