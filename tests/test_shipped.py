@@ -113,3 +113,12 @@ def test_eng_fra_meets_its_bleu_floor_on_the_whole_dev_split():
     result = evaluate(checkpoint, evaluation_cases(checkpoint, 1, data=str(corpus)))
     assert result["metric"] == METRICS["translate"] and result["inputs"] == checkpoint.card.metrics["dev_pairs"]
     assert result["overall"] >= FLOORS["translate"]
+
+
+def test_eng_fra_snapshots_show_bleu_rising():
+    """The Training view's snapshots: a monotone rise in dev BLEU, one below 20, one between 20 and the final model."""
+    card = load_checkpoint(ROOT / "checkpoints" / "eng-fra").card
+    bleu = [snapshot["dev_metric"] for snapshot in sorted(card.snapshots, key=lambda s: s["step"])]
+    final = max(entry["dev_metric"] for entry in card.history)
+    assert bleu == sorted(bleu) and bleu[-1] <= final
+    assert any(value < 20 for value in bleu) and any(20 <= value < final for value in bleu)
