@@ -45,7 +45,7 @@ def test_input_longer_than_any_training_input_is_warned(reverse_copy):
     checkpoint = load_checkpoint(reverse_copy)
     assert not any("trained on" in w for w in checkpoint.translate("abcdefgh").warnings)
     (warning,) = [w for w in checkpoint.translate("abcdefghi").warnings if "trained on" in w]
-    assert "9 tokens" in warning and "at most 8" in warning
+    assert "9 pieces" in warning and "at most 8 pieces" in warning
 
 
 def test_dates_warns_about_years_it_never_saw():
