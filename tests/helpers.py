@@ -1,8 +1,10 @@
-"""What the tests share: small random models and the app's checkpoints folder. Imported as a module; conftest.py
-holds the fixtures and the tiny checkpoint's training recipe."""
+"""What the tests share: small random models, the app's checkpoints folder and threads run together. Imported as a
+module; conftest.py holds the fixtures and the tiny checkpoint's training recipe."""
 from __future__ import annotations
 
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -68,3 +70,25 @@ TINY_LENGTHS = (1, 6)  # the lengths of the strings the test checkpoints learn t
 # The twin changes one idea, pre-LN instead of post-LN: the same data and vocabulary (so the app can compare the two
 # on one sequence), other weights and heads.
 TINY_VARIANTS = {LOADABLE[0]: [], LOADABLE[1]: ["--norm-first"]}
+
+
+def run_together(worker: Callable[[int], object], count: int, timeout_s: float = 60) -> None:
+    """worker(i) for i in range(count), each in a thread of its own, all released at once (so the calls overlap).
+    Fails the test if a thread raised (an exception in a thread would otherwise pass unseen) or did not finish."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count, timeout=timeout_s)
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait()
+            worker(i)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout_s)
+    assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
+    assert not errors, errors

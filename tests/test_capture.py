@@ -1,11 +1,10 @@
 """Per-call capture and ablation: neutral, fast when idle, and private to each thread."""
-import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import PAD, random_batch, small_model
+from helpers import PAD, random_batch, run_together, small_model
 from transformer import KIND_SIDES, ablate, capture
 
 
@@ -180,24 +179,12 @@ def test_threads_share_one_model_without_leaking(model):
 
     expected = [run(i) for i in range(16)]  # sequential, one at a time
     results: dict[tuple[int, int], tuple] = {}  # (thread, loop): every loop's result, not only the last
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(16, timeout=60)
 
     def worker(i):
-        try:
-            barrier.wait()  # start together so the calls overlap
-            for loop in range(3):
-                results[i, loop] = run(i)
-        except BaseException as error:  # an exception in a thread would otherwise pass unseen
-            errors.append(error)
+        for loop in range(3):
+            results[i, loop] = run(i)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
-    assert not errors, errors
+    run_together(worker, 16)
     assert sorted(results) == [(i, loop) for i in range(16) for loop in range(3)]
     for (i, _), result in results.items():
         for got, want in zip(result, expected[i], strict=True):

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from helpers import run_together
 from transformer import ablate, capture, decode_steps, load_checkpoint
 
 THREADS, CALLS_PER_THREAD = 32, 20
@@ -83,32 +84,20 @@ def test_32_threads_share_one_checkpoint(tiny_checkpoint, one_intra_op_thread):
     expected = [kind(checkpoint, text, index) for kind, text, index in CALLS]  # one at a time
     plans = [random.Random(thread).choices(range(len(CALLS)), k=CALLS_PER_THREAD) for thread in range(THREADS)]
     results: dict[tuple[int, int], list] = {}
-    errors: list[BaseException] = []
     in_flight, most_in_flight = [0], [0]
     lock = threading.Lock()
-    barrier = threading.Barrier(THREADS, timeout=60)
 
     def worker(thread: int) -> None:
-        try:
-            barrier.wait()  # all start together, so the calls really overlap
-            for position, call in enumerate(plans[thread]):
-                with lock:
-                    in_flight[0] += 1
-                    most_in_flight[0] = max(most_in_flight[0], in_flight[0])
-                kind, text, index = CALLS[call]
-                results[thread, position] = kind(checkpoint, text, index)
-                with lock:
-                    in_flight[0] -= 1
-        except BaseException as error:  # reported below: an exception in a thread would otherwise pass silently
-            errors.append(error)
+        for position, call in enumerate(plans[thread]):
+            with lock:
+                in_flight[0] += 1
+                most_in_flight[0] = max(most_in_flight[0], in_flight[0])
+            kind, text, index = CALLS[call]
+            results[thread, position] = kind(checkpoint, text, index)
+            with lock:
+                in_flight[0] -= 1
 
-    workers = [threading.Thread(target=worker, args=(thread,)) for thread in range(THREADS)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join(timeout=120)
-    assert not any(thread.is_alive() for thread in workers), "a thread did not finish"
-    assert not errors, errors
+    run_together(worker, THREADS, timeout_s=120)
     assert most_in_flight[0] > 1  # they did run at the same time
     assert len(results) == THREADS * CALLS_PER_THREAD
     kinds_run = {CALLS[call][0] for plan in plans for call in plan}

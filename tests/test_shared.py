@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import viz
+from helpers import run_together
 from ui.shared import SharedResults, fingerprint, once, size_of
 
 
@@ -105,44 +106,28 @@ def test_the_size_estimate_follows_the_figure_json():
 
 def test_threads_asking_at_once_all_get_a_correct_result():
     cache = SharedResults(10**6)
-    results, errors = [], []
+    results = []
 
     def ask(seed):
-        try:
-            for _ in range(20):
-                value = cache.get(f"k{seed % 3}", lambda: seed % 3)
-                results.append((seed % 3, value))
-        except Exception as error:  # noqa: BLE001 - collected and reported
-            errors.append(error)
+        for _ in range(20):
+            value = cache.get(f"k{seed % 3}", lambda: seed % 3)
+            results.append((seed % 3, value))
 
-    threads = [threading.Thread(target=ask, args=(seed,)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert not errors and len(results) == 160
+    run_together(ask, 8, timeout_s=30)
+    assert len(results) == 160
     assert all(key == value for key, value in results)
 
 
 def test_sessions_that_miss_the_same_key_at_once_wait_for_one_build():
     cache = SharedResults(10**6)
     builds, results = [], []
-    started = threading.Barrier(8)
 
     def build():
         builds.append(1)
         threading.Event().wait(0.2)  # a slow pass: the others arrive meanwhile
         return "pass"
 
-    def ask():
-        started.wait(timeout=10)
-        results.append(cache.get("the lecture's link", build))
-
-    threads = [threading.Thread(target=ask) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=30)
+    run_together(lambda _: results.append(cache.get("the lecture's link", build)), 8, timeout_s=30)
     assert results == ["pass"] * 8 and len(builds) == 1
 
 
