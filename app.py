@@ -1,81 +1,32 @@
 """Attention Atlas: look inside a trained encoder-decoder Transformer. Run with `streamlit run app.py`.
 
-The page frame only: the view picker, the lecture switch, the sidebar (ui.sidebar) and the chosen view
-(ui.views). The model work happens in `transformer/` through ui.passes, every figure comes from `viz/`, and the
-whole view state lives in the URL (ui.state.URL_STATE): a lecturer can prepare links, and a student can share
-exactly what they see.
+The page (ui.frame) is the view picker, the lecture switch, the sidebar and the chosen view. The model work happens in
+`transformer/` through ui.passes, every figure comes from `viz/`, and the whole view state lives in the URL
+(ui.state.URL_STATE): a lecturer can prepare links, and a student can share exactly what they see.
 """
 from __future__ import annotations
 
+import contextlib
+
 import streamlit as st
-
-from ui import state
-from ui.sidebar import build_page
-from ui.views import BY_KEY, VIEWS
-
-# Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
-# fits a 1280 x 720 projector, where the figure must start within the first 320 pixels: little padding above the
-# page (the header bar, its two icons outside the content, lets the page show through and only its buttons take
-# clicks), the view list and the lecture switch drawn at 80 % with the input and output between them, less space
-# between elements, and the rows of controls at 72 % (they are the lecturer's, not the room's) so each keeps to one
-# line. The input and its output take two lines each at most and scroll beyond (a 64-token sentence and its
-# translation would otherwise push the figure down by two more), and warnings are drawn compact.
-LECTURE_CSS = """<style>
-html { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 0.1rem 3rem 2rem; }
-.st-key-view, .st-key-lecture { zoom: 0.8; }
-[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.3rem; }
-header[data-testid="stHeader"] { background: transparent; pointer-events: none; }
-header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointer-events: auto; }
-[data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }
-[class*="st-key-controls-"] { zoom: 0.72; column-gap: 0.5rem; }
-[data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
-[data-testid="stAlertContainer"] p { font-size: 0.85rem; }
-.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
-</style>"""
+from streamlit import runtime
 
 
-# Twelve views are wider than one row of buttons on a laptop: the picker wraps onto a second row instead of hiding
-# the last ones.
-PICKER_CSS = """<style>
-.st-key-view [data-testid="stButtonGroup"], .st-key-view [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
-</style>"""
+@contextlib.asynccontextmanager
+async def warm_first_page(_app: st.App):
+    """Draw the page a first visitor gets (the default view of the default checkpoint) once, in a session of its own,
+    before the server takes its first connection: torch is imported, the checkpoint loaded, and the model pass and
+    figures are built and shared (ui.shared) before anyone waits for them. A page that fails here fails again, with
+    its message, for the visitor."""
+    await runtime.get_instance().does_script_run_without_error()
+    yield
 
 
-def main() -> None:
-    state.restore()
-    lecture = st.session_state.lecture
-    st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
-                       initial_sidebar_state="collapsed" if lecture else "auto")
-    st.sidebar.title("Attention Atlas")
-    # The views and the lecture switch head the page: the content starts right under them, even on a projector.
-    top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
-    labels = {view.key: view.short_label if lecture else view.label for view in VIEWS}
-    if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
-        key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
-                         label_visibility="collapsed", width=260)
-    else:
-        st.html(PICKER_CSS)
-        key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
-                         label_visibility="collapsed")
-    headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
-    top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
-    if st.session_state.lecture:
-        st.html(LECTURE_CSS)
-    notices = st.container()
-    try:
-        page = build_page(headline)
-        view = BY_KEY[key]
-        if page is not None and (page.analysis is not None or not view.needs_input):
-            view.render(page)
-            if not page.lecture:
-                st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
-    finally:
-        for message in st.session_state.url_notices:
-            notices.warning(message, icon="🔗")
-        st.session_state.url_notices = []
-        state.sync()
-
-
+# Streamlit runs this file as `__main__` for every session. `streamlit run app.py` first imports it as a module, finds
+# `app` and serves it, warming the first page as it starts.
 if __name__ == "__main__":
-    main()
+    from ui.frame import draw_page
+
+    draw_page()
+else:
+    app = st.App(__file__, lifespan=warm_first_page)

@@ -101,10 +101,22 @@ def measure(setup: Setup) -> list[dict]:
     return rows
 
 
+# The least a Streamlit page with one Plotly figure costs this machine's browser: the floor under the first visitor's
+# wait (Streamlit's and Plotly's scripts: about 11 MB to load, compile and run before any figure is drawn).
+REFERENCE_PAGE = """import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.plotly_chart(go.Figure(go.Heatmap(z=np.random.default_rng(0).random((12, 12)))), theme=None)
+"""
+
+
 def first_figure(setup: Setup) -> list[dict]:
     """Seconds from a fresh server's health check answering to its first visitor's first figure drawn, on the
     shipped checkpoints folder (the smoke run: a folder with its tiny checkpoint), Chromium already running: what a
-    visitor waits for when the server has just started. The median over FIRST_VISITS fresh servers."""
+    visitor waits for when the server has just started. The median over FIRST_VISITS fresh servers; beside it the
+    server's start (process to health check: app.py warms the first page then) and, in the same browser, the same
+    wait for a bare Streamlit page with one heatmap."""
     if not CHROMIUM.exists():
         return [skipped(FIGURE, f"no Chromium at {CHROMIUM} (apt-get install chromium)")]
     from playwright.sync_api import sync_playwright
@@ -114,21 +126,32 @@ def first_figure(setup: Setup) -> list[dict]:
         shutil.copytree(setup.checkpoint, folder / setup.checkpoint.name, copy_function=os.link)
     else:
         folder = ROOT / "checkpoints"
-    seconds = []
+    reference = setup.workdir / "reference_page.py"
+    reference.write_text(REFERENCE_PAGE, encoding="utf-8")
+    starts, seconds, floor = [], [], []
     with sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         try:
             for visit in range(1 if setup.smoke else FIRST_VISITS):
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.set_default_timeout(RUN_S * 1000)
-                with streamlit_server(folder, setup.workdir / f"first-visit-{visit}.log") as (url, _):
-                    healthy = time.perf_counter()
-                    page.goto(url)
-                    page.wait_for_function(FIRST_DRAWN, polling="raf")
-                    seconds.append(time.perf_counter() - healthy)
-                page.close()
+                for script, waits in (("app.py", seconds), (reference, floor)):
+                    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                    page.set_default_timeout(RUN_S * 1000)
+                    started, log = time.perf_counter(), setup.workdir / f"first-visit-{visit}.log"
+                    with streamlit_server(folder, log, script=script) as (url, _):
+                        healthy = time.perf_counter()
+                        page.goto(url)
+                        page.wait_for_function(FIRST_DRAWN, polling="raf")
+                        waits.append(time.perf_counter() - healthy)
+                        if script == "app.py":
+                            starts.append(healthy - started)
+                    page.close()
         finally:
             browser.close()
     where = "a tiny checkpoint" if setup.smoke else "the shipped checkpoints folder"
-    return [result(FIGURE, f"first visitor: server healthy → first figure drawn, {where}", statistics.median(seconds),
-                   "s", at_most=FIRST_FIGURE_AT_MOST, runs=seconds)]
+    wait = statistics.median(seconds)
+    return [result(FIGURE, f"first visitor: server healthy → first figure drawn, {where}", wait, "s",
+                   at_most=FIRST_FIGURE_AT_MOST, runs=seconds),
+            result(FIGURE, "server start: process → health check answering (the first page warmed)",
+                   statistics.median(starts), "s", runs=starts),
+            result(FIGURE, "that wait ÷ the same for a bare Streamlit page with one heatmap (this browser's floor)",
+                   wait / statistics.median(floor), "×", floor_s=floor)]

@@ -44,14 +44,15 @@ def wait_until_healthy(url: str, process: subprocess.Popen, log: Path, name: str
 
 
 @contextlib.contextmanager
-def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1,
-                     env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1, env: dict[str, str] | None = None,
+                     script: Path | str = "app.py") -> Iterator[tuple[str, subprocess.Popen]]:
     """(URL, process) of the app serving the checkpoint folders under `checkpoints`; stopped on exit.
 
     threads: torch's intra-op threads in the server (OMP_NUM_THREADS), so tests leave cores to the browser.
-    env: more environment variables for the server."""
+    env: more environment variables for the server.
+    script: another Streamlit script to serve instead of the app (the benchmarks' reference page)."""
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"]
     env = {**os.environ, **(env or {}), "ATLAS_CHECKPOINTS": str(checkpoints), "OMP_NUM_THREADS": str(threads)}
     with open(log, "w") as output:

@@ -92,3 +92,10 @@ def run_together(worker: Callable[[int], object], count: int, timeout_s: float =
         thread.join(timeout=timeout_s)
     assert not any(thread.is_alive() for thread in threads), "a thread did not finish"
     assert not errors, errors
+
+
+def outputs(at) -> list[str]:
+    """The model outputs an AppTest page shows (ui.widgets.model_output), in page order."""
+    from ui.widgets import OUTPUT_HELP
+
+    return [text.value for text in at.text if text.proto.help == OUTPUT_HELP]

@@ -22,7 +22,7 @@ import transformer.tokenizer
 import ui.passes
 import ui.shared
 import viz
-from helpers import LOADABLE, TRAINING, checkpoints_folder
+from helpers import LOADABLE, TRAINING, checkpoints_folder, outputs
 from ui.plain import plain
 from ui.state import URL_STATE
 from ui.views import VIEWS
@@ -77,7 +77,7 @@ def test_opens_on_the_first_loadable_checkpoint_with_its_first_example(app):
     at = ok(app())
     assert at.selectbox(key="checkpoint").value == LOADABLE[0]
     assert at.text_input(key="text").value  # the card's first example
-    assert at.code[0].value  # the output
+    assert outputs(at)[0]  # the output
     assert charts(at)
     assert at.query_params["checkpoint"] == LOADABLE[0]
     assert at.query_params["view"] == "attention"
@@ -175,7 +175,7 @@ def test_html_and_markdown_in_the_input_stay_text(app):
     user_text = ("script", "bold", "onerror")
     for element in list(at.markdown) + list(at.caption) + list(at.warning) + list(at.info):
         assert not any(word in element.value for word in user_text), element.value
-    assert at.code[0].value  # the output is shown as text
+    assert outputs(at)[0]  # the output is shown as text
     # The figures escape the pieces they label: "<" never reaches Plotly's HTML-like labels unescaped.
     assert "<unk>" not in charts(at)[0].proto.spec and "&lt;unk&gt;" in charts(at)[0].proto.spec
 
@@ -190,7 +190,7 @@ def test_a_checkpoint_that_cannot_load_is_reported_and_the_others_stay_usable(ap
     assert TRAINING not in at.selectbox(key="checkpoint").options  # only loadable ones are offered
     assert "card.json" in reasons(at, TRAINING)[0]
     at.selectbox(key="checkpoint").set_value(LOADABLE[1]).run()
-    assert ok(at).code[0].value and charts(at)
+    assert outputs(ok(at))[0] and charts(at)
 
 
 def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
@@ -241,11 +241,11 @@ def test_stages_and_mask_overlays(app):
 
 def test_padding_shows_the_padding_masks_and_keeps_the_output(app):
     at = ok(app(text="pad12", view="masks"))
-    output = at.code[0].value
+    output = outputs(at)[0]
     assert "no padding" in at.info[0].value
     at.slider(key="pad_src").set_value(4).run()
     ok(at)
-    assert at.code[0].value == output
+    assert outputs(at)[0] == output
     assert not at.error  # the masks drawn match the mask the model used
     assert "padding" in [trace.get("name") for trace in figure(at)["data"]]
     assert at.query_params["pad_src"] == "4"
@@ -353,7 +353,7 @@ def test_ablation_shows_both_outputs(app):
     at = ok(app(view="ablation", text="ablate5"))
     at.multiselect(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
     ok(at)
-    assert len(at.code) == 3  # the output above, then intact and ablated side by side
+    assert len(outputs(at)) == 3  # the output above, then intact and ablated side by side
     assert any("with heads off" in table.value.columns for table in at.dataframe)
     assert at.query_params["ablate"] == "decoder.0.cross:0,decoder.0.cross:1,encoder.0.self:2"
 
@@ -379,7 +379,7 @@ def test_beam_search_from_a_link(app):
     at = ok(app(text="beam4", decoding="beam", beam="3"))
     assert at.slider(key="beam").value == 3
     assert any("beam search with 3 beams" in caption for caption in texts(at.caption))
-    assert at.code[0].value
+    assert outputs(at)[0]
 
 
 def test_a_folder_without_checkpoints_says_what_to_do(app, tmp_path, monkeypatch):
@@ -465,7 +465,7 @@ def test_a_link_cannot_open_a_folder_outside_the_checkpoints(app, escape_hatches
     picker = at.selectbox(key="checkpoint")
     assert picker.value == LOADABLE[0] and at.query_params["checkpoint"] == LOADABLE[0]
     assert picker.options == [*LOADABLE]  # none of the ways out is listed
-    assert at.code[0].value and charts(at)
+    assert outputs(at)[0] and charts(at)
 
 
 def plant_pickle(folder: Path, marker: Path) -> None:
@@ -514,7 +514,7 @@ def test_a_broken_checkpoint_is_listed_as_broken_and_the_others_keep_working(app
     else:  # refused by the checks: the link's choice is not offered, the first loadable one is shown
         assert "`checkpoint`" in link_notices(at) and charts(at)
     at.selectbox(key="checkpoint").set_value(LOADABLE[1]).run()
-    assert ok(at).code[0].value and charts(at) and not at.error
+    assert outputs(ok(at))[0] and charts(at) and not at.error
     assert not marker.exists()
 
 
@@ -665,7 +665,7 @@ def test_ablation_shows_what_the_library_computes_with_those_heads_off(app, app_
         changed = checkpoint.translate(text)
         with torch.no_grad():
             probs = checkpoint.model(torch.tensor([intact.src_ids]), torch.tensor([intact.tgt_ids])).softmax(-1)[0]
-    assert at.code[2].value == changed.text
+    assert outputs(at)[2] == changed.text
     np.testing.assert_allclose(changed_table["probability"], changed.probs, atol=1e-6)
     with_heads_off = [float(probs[position, label]) for position, label in enumerate(intact.output_ids)]
     np.testing.assert_allclose(intact_table["with heads off"], with_heads_off, atol=1e-6)

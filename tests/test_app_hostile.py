@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
-from helpers import APP
+from helpers import APP, outputs
 from test_hostile import CASES
 from transformer.checkpoint import CARD_FILE
 from ui.plain import plain
@@ -75,7 +75,7 @@ def test_the_good_checkpoint_is_served_and_each_bad_folder_listed(hostile_root, 
     at = run_app(hostile_root, monkeypatch)
     assert at.selectbox(key="checkpoint").options == ["good", *sorted(NOT_LISTED)]
     assert at.selectbox(key="checkpoint").value == "good"
-    assert at.code[0].value  # the translation
+    assert outputs(at)[0]  # the translation
     assert loads == ["good"]  # the others are checked, not loaded
     listed = {text.value.split(": cannot be loaded: ")[0]: text.value.split(": cannot be loaded: ", 1)[1]
               for text in at.text if ": cannot be loaded: " in text.value}

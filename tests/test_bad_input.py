@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 import ui
 
 from helpers import TINY_TRAINING
-from helpers import LOADABLE
+from helpers import LOADABLE, outputs
 from transformer import capture, load_checkpoint
 from transformer.tokenizer import EOS_ID
 from ui.state import MAX_INPUT_CHARS
@@ -252,7 +252,7 @@ def test_app(app, checkpoint, name):
         assert not at.get("plotly_chart")
     else:
         assert [warning.value for warning in at.warning] == cut_notice + expected.warnings
-        assert at.code[0].value == (expected.text or "(empty: the model ended at once)")
+        assert outputs(at)[0] == (expected.text or "(empty: the model ended at once)")
         assert at.get("plotly_chart")
     assert not at.error
     assert at.selectbox(key="checkpoint").value == LOADABLE[0]
@@ -285,6 +285,6 @@ def test_typed_input(app, checkpoint, name):
     if CASES[name].fails:
         assert UNREADABLE in at.info[0].value
     else:
-        assert at.code[0].value == (checkpoint.translate(typed[:MAX_INPUT_CHARS]).text or
+        assert outputs(at)[0] == (checkpoint.translate(typed[:MAX_INPUT_CHARS]).text or
                                     "(empty: the model ended at once)")
     assert_not_rendered(at, typed)

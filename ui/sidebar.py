@@ -13,7 +13,7 @@ from .page import Page
 from .plain import plain
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
-from .widgets import PROBABILITY
+from .widgets import PROBABILITY, model_output
 
 
 def use_card_defaults() -> None:
@@ -132,7 +132,8 @@ def show_output(page: Page, headline) -> None:
     output = st.container()
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
                                                 else ", greedy"))
-    output.code(analysis.text or "(empty: the model ended at once)", language=None, wrap_lines=True)
+    with output:
+        model_output(analysis.text)
     with st.expander("Pieces and probabilities"):
         left, right = st.columns(2)
         pads = len(analysis.src_tokens) - len(analysis.src_typed)

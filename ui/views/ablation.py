@@ -8,7 +8,7 @@ from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.state import draw, settle_all
 from ui.view import View
-from ui.widgets import PROBABILITY, head_label
+from ui.widgets import PROBABILITY, head_label, model_output
 
 
 def option(kind: str, layer: int, head: int) -> str:
@@ -52,7 +52,7 @@ def render(page: Page) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**Intact model**")
-        st.code(intact.text, language=None, wrap_lines=True)
+        model_output(intact.text)
         st.dataframe(pd.DataFrame({"piece": intact.output_tokens, "probability": intact.probs,
                                    "with heads off": after.label_probs}),
                      hide_index=True, column_config={"probability": PROBABILITY, "with heads off": PROBABILITY})
@@ -60,7 +60,7 @@ def render(page: Page) -> None:
                    "same prefix.")
     with right:
         st.markdown(f"**{len(chosen)} head(s) switched off** ({mode})")
-        st.code(changed.text, language=None, wrap_lines=True)
+        model_output(changed.text)
         st.dataframe(pd.DataFrame({"piece": changed.output_tokens, "probability": changed.probs}),
                      hide_index=True, column_config={"probability": PROBABILITY})
 

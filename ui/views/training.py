@@ -9,7 +9,8 @@ from ui.page import Page
 from ui.state import FINAL, settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import controls, head_picker, head_title, produces_caption, show_figure, shown, word_switch
+from ui.widgets import (controls, head_picker, head_title, model_output, produces_caption, show_figure, shown,
+                        word_switch)
 
 SNAPSHOT_COLUMNS = 5  # the usual four snapshots and the final model in one row
 METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact match"}  # the card's dev_metric
@@ -45,7 +46,7 @@ def render(page: Page) -> None:
         return
     if not page.lecture:  # on a projector, one line of plain text under the figure
         st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
-        st.code(at_snapshot.text, language=None, wrap_lines=True)
+        model_output(at_snapshot.text)
     current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
     forming = [(label, shown(page, kind, weights, words).weights) for label, weights in forming]
     title = head_title(kind, layer, head)
