@@ -56,6 +56,7 @@ from websockets.exceptions import WebSocketException
 
 from benchmarks.server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server, wait_for_rerun
 from transformer import load_checkpoint
+from ui.widgets import OUTPUT_HELP
 
 TIMEOUT_S = 60  # bound on one interaction, from the rerun request to script_finished
 WARM_UP_TIMEOUT_S = 300  # the server's first run imports torch and loads the checkpoint: slow on a busy machine
@@ -70,7 +71,6 @@ CHARACTER_RUN = re.compile(rb"[a-z0-9]{%d,}" % INPUT_LENGTHS.start)
 LECTURE_TEXT = "attention2026"  # the lecture's link: one input, on the attention view
 LECTURE_SPREAD_S = 5.0  # the room opens the link within this many seconds
 LECTURE_CONTROLS = ("Head", "Layer", "View")  # what students click
-OUTPUT_CAPTION = "Output of"  # the caption right above the st.code that shows the output (app.show_output)
 
 
 @dataclass
@@ -109,7 +109,6 @@ class Page:
     output: str | None = None
     exceptions: list[str] = field(default_factory=list)
     widgets: dict[str, object] = field(default_factory=dict)  # label -> the widget's proto ("Input", "View", ...)
-    output_next: bool = False  # the output's caption has come: the next st.code is the output
 
     def read(self, element) -> None:
         kind = element.WhichOneof("type")
@@ -118,10 +117,8 @@ class Page:
         elif kind in ("text_input", "button_group"):
             widget = getattr(element, kind)
             self.widgets[widget.label] = widget
-        elif kind == "markdown" and element.markdown.body.startswith(OUTPUT_CAPTION):
-            self.output_next = True
-        elif kind == "code" and self.output_next:
-            self.output, self.output_next = element.code.code_text, False
+        elif kind == "text" and element.text.help == OUTPUT_HELP:  # ui.widgets.model_output
+            self.output = element.text.body
 
 
 class BrokenSession(Exception):
