@@ -273,8 +273,10 @@ def test_the_inputs_have_the_lengths_measured(shipped_checkpoints):
 def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_checkpoints, mode):
     """At 1400 x 1000, and 1280 x 720 in lecture mode, on eng-fra at 8, 24 and 64 tokens and on reverse at 30
     characters: every measured figure of every view labels each source token once on each axis that shows source
-    tokens (each word, with words=1), without colliding labels or text on text; the model view's outer axes carry
-    every token and the head it opens does too; in lecture mode each view's figure starts within the first 320 px."""
+    tokens (each word, with words=1) and each decoder row ("<s> → ▁Elle") once on each axis that shows them (cross
+    and decoder self, decoding's growing grid), without colliding labels or text on text; the model view's outer
+    axes carry every token and the head it opens does too; the head view's two columns list every token apart,
+    inside the figure and the page's column; in lecture mode each view's figure starts within the first 320 px."""
     folder = screenshots()
     viewport, mode_params = MODES[mode]
     problems = []
