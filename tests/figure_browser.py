@@ -11,7 +11,8 @@ from pathlib import Path
 
 from benchmarks.server import CHROMIUM_ARGS, CHROMIUM  # noqa: F401 - the one launch recipe of the project
 
-# Returns {"ticks": {axis id: {"count", "font", "problems"}}, "problems": [...], "width", "height"}.
+# Returns {"ticks": {axis id: {"count", "font", "problems"}}, "columns": {trace name: {"count", "problems", "l", "r"}},
+# "problems": [...], "width", "height"}; columns: the texts scatter traces draw beside their markers (head view).
 MEASURE_JS = """() => {
   const gd = document.querySelector('.js-plotly-plot');
   const full = gd._fullLayout;
@@ -50,6 +51,23 @@ MEASURE_JS = """() => {
         problems.push(`tick ${b.text} of ${axis._id} is cut by the figure's edge`);
     }
   }
+  // Text drawn beside markers (the head view's token columns), per trace: its count, and neighbours that touch.
+  const columns = {}, columnTexts = [];
+  gd.querySelectorAll('g.scatterlayer g.trace').forEach(trace => {
+    const boxes = [...trace.querySelectorAll('g.textpoint text')].filter(shown).map(box);
+    if (!boxes.length) return;
+    boxes.sort((a, b) => (a.t + a.b) - (b.t + b.b));
+    const own = [];
+    for (let i = 1; i < boxes.length; i++)
+      if (overlap(boxes[i - 1], boxes[i], 0.5)) own.push(`${boxes[i - 1].text}|${boxes[i].text} overlap`);
+    columns[trace.__data__[0].trace.name] = {count: boxes.length, problems: own,
+                                             l: Math.min(...boxes.map(b => b.l)), r: Math.max(...boxes.map(b => b.r))};
+    columnTexts.push(...boxes);
+    for (const b of boxes) {
+      if (b.l < -0.5 || b.t < -0.5 || b.r > svg.width + 0.5 || b.b > svg.height + 0.5)
+        problems.push(`label ${b.text} is cut by the figure's edge`);
+    }
+  });
   // Titles, panel titles, legend and colour bars: none may touch another text or leave the figure.
   const groups = [];
   gd.querySelectorAll('.gtitle').forEach(t => groups.push({name: 'title', boxes: [box(t)]}));
@@ -64,7 +82,8 @@ MEASURE_JS = """() => {
     }
     groups.push({name: 'colour bar', boxes: [...bar.querySelectorAll('text')].map(box), bar: box(bar)});
   });
-  const everyText = [...tickTexts.map(b => ({name: 'tick', boxes: [b]})), ...groups];
+  const everyText = [...tickTexts.map(b => ({name: 'tick', boxes: [b]})),
+                     ...columnTexts.map(b => ({name: 'label', boxes: [b]})), ...groups];
   groups.forEach((group, i) => {
     for (const b of group.boxes) {
       if (b.l < -0.5 || b.t < -0.5 || b.r > svg.width + 0.5 || b.b > svg.height + 0.5)
@@ -79,7 +98,7 @@ MEASURE_JS = """() => {
   const panels = Object.values(full._plots).map(plot => ({l: plot.xaxis._offset, r: plot.xaxis._offset + plot.xaxis._length,
                                                            t: plot.yaxis._offset, b: plot.yaxis._offset + plot.yaxis._length}));
   groups.filter(g => g.bar).forEach(g => panels.forEach(p => { if (overlap(g.bar, p, 0.5)) problems.push('a colour bar overlaps a panel'); }));
-  return {ticks, problems: [...new Set(problems)], width: svg.width, height: svg.height};
+  return {ticks, columns, problems: [...new Set(problems)], width: svg.width, height: svg.height};
 }"""
 
 

@@ -21,6 +21,7 @@ import pytest
 from benchmarks.server import CHROMIUM, ROOT, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
 from figure_browser import MEASURE_JS
 from helpers import checkpoints_folder
+from ui.analysis import KIND_LABELS
 from ui.views import VIEWS
 
 pytestmark = [pytest.mark.slow,
@@ -106,15 +107,23 @@ INPUTS = {"8": ("eng-fra", SHORT, 8), "24": ("eng-fra", MEDIUM, 24), "64": ("eng
           "reverse-30": ("reverse", "attention42transformer2026abcd", 31)}
 WORD_LEVEL = ("64",)  # words: whitespace-separated words (",", "." join the word before them), and </s>
 # view -> (link parameters, the figures measured: (show_figure's name, or an index on the page; the axes that carry
-# every source token: "xy" where queries are source tokens too)).
+# every source token: "xy" where queries are source tokens too; or {axis letter: "src" or "tgt"} where an axis
+# carries the decoder's rows, one per decoder input piece; "lines" for the head view's two columns of text)).
+# Links decode greedily, so that the decoder's rows are those of translate(text, beam_size=1).
 VIEWS_MEASURED = {
     "attention": ({"kind": "encoder.self"}, [(0, "xy")]),
     "model": ({"kind": "encoder.self"}, [("model-view", "model")]),
-    "decoding": ({"step": "5"}, [("decoding-step", "x")]),
+    "decoding": ({"step": "5"}, [("decoding-step", "x"), ("decoding-causal", {"x": "tgt", "y": "tgt"})]),
     "compare": ({"kind": "encoder.self"}, [("compare-heads", "xy")]),
     "training": ({"kind": "encoder.self"}, [("training-head", "xy"), ("training-snapshots", "x")]),
     "heads": ({}, [("rollout-encoder", "xy"), ("rollout-decoder", "x")]),
+    "headview": ({"kind": "encoder.self"}, [("head-view", "lines")]),
 }
+# view -> the kinds clicked after its link, each measured again on the same page (a rerun, no new page): the
+# decoder's rows, labelled "<s> → ▁Elle", counted on the y axis (the left column of the head view).
+THEN_KINDS = {"attention": ("decoder.cross", "decoder.self"), "headview": ("decoder.cross",)}
+SIDES = {"encoder.self": {"x": "src", "y": "src"}, "decoder.cross": {"x": "src", "y": "tgt"},  # key side, query side
+         "decoder.self": {"x": "tgt", "y": "tgt"}}
 LECTURE_TOP_PX = 320  # the figure's top on a 1280 x 720 projector
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
@@ -184,9 +193,12 @@ def figure_measures(page, index: int | str) -> dict:
         result = again
     result["top"] = page.evaluate(f"() => {chosen}.getBoundingClientRect().top")
     # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width.
+    # column: the part shown, in the figure's own pixels (as MEASURE_JS's boxes).
     result["shown"] = page.evaluate(f"""() => {{ const gd = {chosen};
-        return {{figure: gd.getBoundingClientRect().width,
-                 visible: gd.closest('[class*="st-key-scroll-"]').getBoundingClientRect().width,
+        const column = gd.closest('[class*="st-key-scroll-"]').getBoundingClientRect();
+        const svg = gd.querySelector('svg.main-svg').getBoundingClientRect();
+        return {{figure: gd.getBoundingClientRect().width, visible: column.width,
+                 column: {{l: column.left - svg.left, r: column.right - svg.left}},
                  page: (main => main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
                                 - parseFloat(getComputedStyle(main).paddingRight))(
                            document.querySelector('[data-testid="stMainBlockContainer"]'))}}; }}""")
@@ -199,10 +211,14 @@ def open_link(page, url: str, **params) -> None:
     wait_for_rerun(page, settle_s=0.2)
 
 
-def label_problems(name: str, result: dict, axes: str, tokens: int, grid: tuple[int, int] | None = None) -> list[str]:
+def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int],
+                   grid: tuple[int, int] | None = None) -> list[str]:
     """What is wrong with one figure's labels: an axis that should carry every source token carrying another count,
     colliding neighbours, text on text. axes: "x" or "xy" (see VIEWS_MEASURED), or "model" for the model view,
-    whose `grid` (layers, heads) labels each column's bottom x axis and each row's first y axis."""
+    whose `grid` (layers, heads) labels each column's bottom x axis and each row's first y axis; or {letter: side}
+    with tokens {side: count} (see VIEWS_MEASURED)."""
+    if isinstance(axes, dict):
+        tokens = {letter: tokens[side] for letter, side in axes.items()}
     labelled = {letter: {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith(letter)}
                 for letter in "xy"}
     problems = [f"{name}: {problem}" for problem in result["problems"]]
@@ -216,8 +232,27 @@ def label_problems(name: str, result: dict, axes: str, tokens: int, grid: tuple[
     for letter, count in expected_axes.items():
         if not labelled[letter] or (count is not None and len(labelled[letter]) != count):
             problems.append(f"{name}: {len(labelled[letter])} labelled {letter} axes, expected {count or 'some'}")
-        problems += [f"{name}: {axis} has {ticks['count']} labels for {tokens} tokens"
-                     for axis, ticks in labelled[letter].items() if ticks["count"] != tokens]
+        expected = tokens[letter] if isinstance(tokens, dict) else tokens
+        problems += [f"{name}: {axis} has {ticks['count']} labels for {expected} tokens"
+                     for axis, ticks in labelled[letter].items() if ticks["count"] != expected]
+    return problems
+
+
+def lines_problems(name: str, result: dict, kind: str, tokens: dict[str, int]) -> list[str]:
+    """The head view's of `kind`: its query column (left) lists one label per query token and its key column one
+    per key token (tokens: {side: count}), none touching its neighbour, the figure's edge, a title or the legend
+    (MEASURE_JS's columns and problems), and none out of the column the page shows it in."""
+    problems = [f"{name}: {problem}" for problem in result["problems"]]
+    column = result["shown"]["column"]
+    for side, letter in (("query", "y"), ("key", "x")):
+        labels = result["columns"].get(side, {"count": 0, "problems": []})
+        expected = tokens[SIDES[kind][letter]]
+        if labels["count"] != expected:
+            problems.append(f"{name}: the {side} column lists {labels['count']} tokens of {expected}")
+        problems += [f"{name}: {side} column: {problem}" for problem in labels["problems"]]
+        if labels["count"] and (labels["l"] < column["l"] - 0.5 or labels["r"] > column["r"] + 0.5):
+            problems.append(f"{name}: the {side} column's labels ({labels['l']:.0f} to {labels['r']:.0f} px) leave "
+                            f"the page's column ({column['l']:.0f} to {column['r']:.0f} px)")
     return problems
 
 
@@ -238,36 +273,59 @@ def test_the_inputs_have_the_lengths_measured(shipped_checkpoints):
 def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_checkpoints, mode):
     """At 1400 x 1000, and 1280 x 720 in lecture mode, on eng-fra at 8, 24 and 64 tokens and on reverse at 30
     characters: every measured figure of every view labels each source token once on each axis that shows source
-    tokens (each word, with words=1), without colliding labels or text on text; the model view's outer axes carry
-    every token and the head it opens does too; in lecture mode each view's figure starts within the first 320 px."""
+    tokens (each word, with words=1) and each decoder row ("<s> → ▁Elle") once on each axis that shows them (cross
+    and decoder self, decoding's growing grid), without colliding labels or text on text; the model view's outer
+    axes carry every token and the head it opens does too; the head view's two columns list every token apart,
+    inside the figure and the page's column; in lecture mode each view's figure starts within the first 320 px."""
     folder = screenshots()
     viewport, mode_params = MODES[mode]
     problems = []
     page = browser.new_page(viewport=viewport)
     page.set_default_timeout(RUN_S * 1000)
+
+    def measured(name: str, index: int | str, axes: str | dict, kind: str, tokens: dict[str, int],
+                 grid: tuple[int, int]) -> dict:
+        """One figure's measurements; what is wrong with them goes to `problems`. tokens: {side: count}."""
+        name, result = f"{name} {index}", figure_measures(page, index)
+        if axes == "lines":
+            problems.extend(lines_problems(name, result, kind, tokens))
+        else:
+            problems.extend(label_problems(name, result, axes, tokens if isinstance(axes, dict) else tokens["src"],
+                                           grid))
+        return result
+
     try:
         for input_name, (checkpoint, text, tokens) in INPUTS.items():
             config = shipped_checkpoints[checkpoint].config
             grid = (config.num_encoder_layers, config.num_heads)
-            cases = [(view, params, figures, tokens) for view, (params, figures) in VIEWS_MEASURED.items()]
+            rows = len(shipped_checkpoints[checkpoint].translate(text, beam_size=1).tgt_tokens)  # decoder input
+            cases = [(view, params, figures, {"src": tokens, "tgt": rows}, THEN_KINDS.get(view, ()))
+                     for view, (params, figures) in VIEWS_MEASURED.items()]
             if input_name in WORD_LEVEL:
                 cases.append(("attention", {"kind": "encoder.self", "words": "1"}, [(0, "xy")],
-                              len(text.split()) + 1))
-            for view, params, figures, count in cases:
+                              {"src": len(text.split()) + 1}, ()))
+            for view, params, figures, counts, then_kinds in cases:
                 name = f"{mode}-{input_name}-{view}" + ("-words" if "words" in params else "")
-                open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, **params, **mode_params)
+                open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, decoding="greedy",
+                          **params, **mode_params)
                 for index, axes in figures:
-                    result = figure_measures(page, index)
-                    problems += label_problems(f"{name} {index}", result, axes, count, grid)
+                    result = measured(name, index, axes, params.get("kind"), counts, grid)
                     if mode == "lecture" and view in FIGURE_FIRST and index == figures[0][0] \
                             and result["top"] > LECTURE_TOP_PX:
                         problems.append(f"{name}: the figure starts {result['top']:.0f} px down")
                 screenshot(page, folder, name)
+                for kind in then_kinds:
+                    page.get_by_role("radio", name=KIND_LABELS[kind], exact=True).click()
+                    page.wait_for_url(lambda url: f"kind={kind}" in url)
+                    wait_for_rerun(page, settle_s=0.2)
+                    index, axes = figures[0]
+                    measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts, grid)
+                    screenshot(page, folder, f"{name}-{kind}")
                 if view == "model":  # the head it opens: the Attention view of that head, every token labelled
                     page.get_by_role("button", name="Open in the Attention view").click()
                     page.wait_for_url(lambda url: "view=attention" in url)
                     wait_for_rerun(page, settle_s=0.2)
-                    problems += label_problems(f"{name}-opened", figure_measures(page, 0), "xy", count)
+                    measured(f"{name}-opened", 0, "xy", "encoder.self", counts, grid)
                     screenshot(page, folder, f"{name}-opened")
         assert not page.locator('[data-testid="stException"]').count()
     finally:

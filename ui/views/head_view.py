@@ -33,8 +33,10 @@ def render(page: Page) -> None:
     heads = page.heads()
     if not settle_all("lines_heads", heads):
         st.session_state.lines_heads = [0]
-    chosen = row.segmented_control("Heads", heads, key="lines_heads", selection_mode="multi",
-                                   persist_state="session") or [0]
+    # In lecture mode, as head_picker's: options that name themselves (H0, H1) and no label above the row.
+    chosen = row.segmented_control("Heads", heads, key="lines_heads", selection_mode="multi", persist_state="session",
+                                   format_func=(lambda n: f"H{n}") if page.lecture else str,
+                                   label_visibility="collapsed" if page.lecture else "visible") or [0]
     words = word_switch(row)
     figure = shown(page, kind, page.analysis.stack(kind)[layer, chosen], words)  # (heads, q_len, k_len)
     selected = clicked_token(len(figure.q_labels), len(figure.k_labels))
