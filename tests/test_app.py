@@ -282,7 +282,8 @@ def test_decoding_steps_forward_and_back(app):
     at.button(key="step-next").click().run()
     at.button(key="step-back").click().run()
     assert ok(at).slider(key="step").value == 1
-    caption = at.text[0].value  # plain text above the figure (never cut like a title, never read as Markdown)
+    # plain text above the figure (never cut like a title, never read as Markdown), after the model's output
+    caption = next(text.value for text in at.text if text.value not in outputs(at))
     assert caption.startswith("Step 1")
     assert caption.split(": ", 1)[1].split(" ")[0] == "<s>"  # the query of step 1 reads <s> and step 0's piece
     assert len(caption.split(": ", 1)[1].split(" ")) == 2
