@@ -131,6 +131,32 @@ def test_sessions_that_miss_the_same_key_at_once_wait_for_one_build():
     assert results == ["pass"] * 8 and len(builds) == 1
 
 
+def test_a_session_arriving_while_a_result_is_stored_does_not_build_it_again(monkeypatch):
+    """The key stays "being built" until its result is in the cache: a session that asks while the result is sized
+    and stored waits for it, not builds it a second time."""
+    import ui.shared
+
+    cache, builds = SharedResults(10**6), []
+    sizing, stored = threading.Event(), threading.Event()
+
+    def slow_size(value):  # the first build is between its build() and its entry
+        sizing.set()
+        stored.wait(10)
+        return 8
+
+    monkeypatch.setattr(ui.shared, "size_of", slow_size)
+    first = threading.Thread(target=cache.get, args=("k", lambda: builds.append(1) or "pass"))
+    first.start()
+    assert sizing.wait(10)
+    second = threading.Thread(target=lambda: cache.get("k", lambda: builds.append(2) or "again"))
+    second.start()
+    second.join(0.3)  # it waits for the first session's result (or, if the key was let go too early, builds again)
+    stored.set()
+    first.join(10)
+    second.join(10)
+    assert builds == [1]
+
+
 def test_a_failed_build_is_not_kept_and_can_be_retried():
     cache = SharedResults(10**6)
     with pytest.raises(ValueError):

@@ -143,15 +143,15 @@ class SharedResults:
                 self.misses += 1
             try:
                 value = build()
-            finally:
+                size = size_of(value)
+                with self._lock:
+                    if size <= self.max_bytes:
+                        self._entries[key] = _Entry(value, size, self.clock())
+                        self.bytes += size
+                        self._evict()
+            finally:  # only once the result is stored (or the build failed): a later session finds one or the other
                 with self._lock:
                     self._building.pop(key, None)
-            size = size_of(value)
-            with self._lock:
-                if size <= self.max_bytes:
-                    self._entries[key] = _Entry(value, size, self.clock())
-                    self.bytes += size
-                    self._evict()
         return value
 
     def _evict(self) -> None:

@@ -13,7 +13,7 @@ from .page import Page
 from .plain import plain
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
-from .widgets import PROBABILITY, model_output
+from .widgets import EMPTY_OUTPUT, PROBABILITY, model_output
 
 
 def use_card_defaults() -> None:
@@ -127,7 +127,7 @@ def show_output(page: Page, headline) -> None:
         st.warning(warning, icon="⚠️")
     if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
         headline.text(page.text)
-        headline.text(f"→  {analysis.text or '(empty: the model ended at once)'}")
+        headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
         return
     output = st.container()
     output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1

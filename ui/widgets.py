@@ -15,12 +15,13 @@ from .state import draw
 
 PROBABILITY = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
 OUTPUT_HELP = "The model's output as plain text: its pieces joined, nothing read as Markdown or HTML."
+EMPTY_OUTPUT = "(empty: the model ended at once)"
 
 
 def model_output(text: str) -> None:
     """A model's output in a box, as plain text. Not st.code: its syntax highlighter is a 1.5 MB script that the
     browser compiled before drawing the first page's figure (0.6 s of a first visitor's wait, measured)."""
-    st.container(border=True).text(text or "(empty: the model ended at once)", help=OUTPUT_HELP)
+    st.container(border=True).text(text or EMPTY_OUTPUT, help=OUTPUT_HELP)
 
 
 def show_figure(page: Page, fig, name: str, **kwargs):
