@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from transformer import CheckpointError, capture, checkpoint_folders, load_checkpoint, resolve_checkpoint
-from transformer.checkpoint import CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE
+from transformer.checkpoint import (CARD_FILE, CONFIG_FILE, SOURCE_WORDS_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE,
+                                   write_source_words)
+from transformer.data import words
 from transformer.tokenizer import BOS_ID, EOS_ID
 
 
@@ -226,3 +228,34 @@ def test_the_expected_state_matches_a_real_model(tiny_checkpoint):
     expected, real = expected_state(config, tiny_checkpoint), Transformer(config).state_dict()
     assert {name: (t.shape, t.dtype) for name, t in expected.items()} == {
         name: (t.shape, t.dtype) for name, t in real.items()}
+
+
+def test_words_are_lower_cased_runs_of_letters():
+    assert words("We’re NOT going, Café 3 días!") == ["we", "re", "not", "going", "café", "días"]
+    assert words("<b>x</b> **y** [z](u)") == ["b", "x", "b", "y", "z", "u"]  # no markup survives
+
+
+def test_unseen_words_are_named_in_one_warning(folder):
+    write_source_words(folder, ["abc ab", "ba 12 cab"])
+    assert (folder / SOURCE_WORDS_FILE).read_text() == "ab\nabc\nba\ncab\n"  # sorted, one a line
+    checkpoint = load_checkpoint(folder)
+    assert checkpoint.unseen_words("abc ba") == []
+    assert checkpoint.unseen_words("abc cc ba cc aa") == ["cc", "aa"]  # each once, in order
+    warning, = [w for w in checkpoint.translate("abc cc").warnings if "training data" in w]
+    assert "“cc”" in warning and "“abc”" not in warning and "this word" in warning
+    many = checkpoint.translate("a b c aa bb cc dd")
+    warning, = [w for w in many.warnings if "training data" in w]
+    assert "“a”, “b”, “c”, “aa”, “bb” and 2 more" in warning and "these words" in warning
+
+
+def test_without_a_word_list_nothing_is_unseen(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    assert checkpoint.source_words is None and checkpoint.unseen_words("zzz qqq") == []
+    assert not any("training data" in w for w in checkpoint.translate("zzz").warnings)
+
+
+@pytest.mark.parametrize("content", [b"ab\nA\n", b"ab\n<b>\n", b"two words\n", b"\xff\xfe\n"])
+def test_a_word_list_that_is_not_words_is_refused(folder, content):
+    (folder / SOURCE_WORDS_FILE).write_bytes(content)
+    with pytest.raises(CheckpointError, match=SOURCE_WORDS_FILE):
+        load_checkpoint(folder)

@@ -11,6 +11,7 @@ import torch
 from helpers import ROOT, SHARED
 from transformer import TransformerConfig, load_checkpoint
 from transformer.checkpoint import CARD_FILE, CONFIG_FILE
+from transformer.data import read_parallel, split_dev, words
 from transformer.decoding import beam_search
 from transformer.evaluate import FLOORS, METRICS, evaluate, evaluation_cases, fresh_examples
 
@@ -122,3 +123,15 @@ def test_eng_fra_snapshots_show_bleu_rising():
     final = max(entry["dev_metric"] for entry in card.history)
     assert bleu == sorted(bleu) and bleu[-1] <= final
     assert any(value < 20 for value in bleu) and any(20 <= value < final for value in bleu)
+
+
+def test_eng_fra_knows_which_words_it_never_trained_on():
+    """Its word list is exactly the words of its training split (the card's corpus, dev fraction and split seed): a
+    lecturer who types "grandparents", which the corpus never has, is told why it comes out invented."""
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
+    training = checkpoint.card.training
+    corpus = SHARED / "data" / "tatoeba-eng-fra" / "eng-fra.tsv"
+    train_pairs, _ = split_dev(read_parallel(corpus), training["dev_fraction"], training["split_seed"])
+    assert checkpoint.source_words == {word for source, _ in train_pairs for word in words(source)}
+    assert checkpoint.unseen_words("We are going to visit our grandparents next weekend.") == ["grandparents"]
+    assert all(checkpoint.unseen_words(example) == [] for example in checkpoint.card.examples)

@@ -1,6 +1,7 @@
 """The training command: a few steps end to end, resuming, the schedule, and two DDP processes."""
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import torch
 
 from helpers import ROOT, TINY_TRAINING
 from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
+from transformer.data import read_parallel, split_dev, words
 from transformer.train import learning_rate, main
 
 
@@ -91,3 +93,24 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
         torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
     assert not torch.allclose(rank0["generator.bias"], initial["generator.bias"])  # they did train
     assert "torchrun --nproc_per_node=2" in json.loads((out / "card.json").read_text())["training_command"]
+
+
+def test_a_corpus_model_keeps_the_words_of_its_training_sources_only(tmp_path):
+    """The unseen-word warning's list: every word of the training split's sources, none only in the dev split's."""
+    rng = random.Random(0)
+    nouns = ["cat", "dog", "bird", "fish", "horse", "mouse", "frog", "lion"]
+    pairs = [(f"the {rng.choice(nouns)} sees {i}", f"le {rng.choice(nouns)} voit {i}") for i in range(300)]
+    pairs += [(f"a {word} sleeps", f"un {word} dort") for word in ("zebra", "yak", "gnu", "okapi", "tapir", "koala")]
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    model = TINY_TRAINING[TINY_TRAINING.index("--d-model"):]  # the tiny model and its schedule, not its task
+    main(["--task", "translate", "--data", str(data), "--vocab-size", "60", "--dev-fraction", "0.3", "--steps", "2",
+          "--snapshots", "0", "--out", str(tmp_path / "model")] + model)
+    train_pairs, dev_pairs = split_dev(read_parallel(data), 0.3, 0)
+    trained_on = {word for source, _ in train_pairs for word in words(source)}
+    only_in_dev = {word for source, _ in dev_pairs for word in words(source)} - trained_on
+    assert only_in_dev  # the six rare animals cannot all have fallen in the training split
+    checkpoint = load_checkpoint(tmp_path / "model")
+    assert checkpoint.source_words == trained_on
+    animal = sorted(only_in_dev)[0]
+    assert checkpoint.unseen_words(f"the {animal} sees") == [animal]

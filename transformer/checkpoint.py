@@ -1,4 +1,5 @@
-"""A checkpoint is a folder: config.json, model.pt, src.model / tgt.model (sentencepiece), card.json, snapshots/.
+"""A checkpoint is a folder: config.json, model.pt, src.model / tgt.model (sentencepiece), card.json, snapshots/,
+and for a model trained on a corpus source_words.txt (every word of its training sources, for the unseen-word warning).
 
 Loading never runs code from the folder: weights are read with `torch.load(..., weights_only=True)`, which refuses
 any pickle that would build something other than tensors. Every file is read under the loading policy of
@@ -17,6 +18,7 @@ import pickle
 import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
@@ -24,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text
+from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
 from .decoding import beam_search, check_beam_size, greedy
 from .masks import decoder_lengths
 from .device import atlas_device, model_device
@@ -32,8 +34,8 @@ from .model import Transformer
 from .record import AttentionRecord
 from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
                      MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS, MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES,
-                     WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
-                     check_torch_zip, open_regular, read_bytes, read_json)
+                     MAX_WORD_LIST_BYTES, WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number,
+                     check_text, check_torch_zip, open_regular, read_bytes, read_json)
 from .tasks import input_warnings
 from .tokenizer import Tokenizer, VocabTokenizer
 
@@ -42,6 +44,8 @@ SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
 # A converted model numbers its pieces through a vocabulary next to its sentencepiece model (see VocabTokenizer).
 VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vocab.json"}
 SNAPSHOT_DIR = "snapshots"
+SOURCE_WORDS_FILE = "source_words.txt"
+MAX_UNSEEN_NAMED = 5  # words a warning quotes; it counts the rest
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -234,6 +238,22 @@ def read_card(folder: Path) -> ModelCard:
     return ModelCard.from_dict(read_json(folder / CARD_FILE, folder, MAX_CARD_BYTES), str(folder / CARD_FILE))
 
 
+def read_source_words(folder: Path) -> frozenset[str] | None:
+    """The words of the training sources (one lower-cased run of letters a line, as `words` splits them); None when
+    the folder has no such list (synthetic tasks, converted models)."""
+    path = folder / SOURCE_WORDS_FILE
+    if not os.path.lexists(path):
+        return None
+    try:
+        lines = read_bytes(path, folder, MAX_WORD_LIST_BYTES).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise CheckpointError(f"{path}: {error}") from None
+    for number, line in enumerate(lines, 1):
+        if words(line) != [line]:
+            raise CheckpointError(f"{path}, line {number}: not one lower-case word of letters: {line[:40]!r}")
+    return frozenset(lines)
+
+
 def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
     path, vocab = folder / file, folder / VOCAB_FILES[file]
     try:
@@ -266,6 +286,7 @@ class Checkpoint:
         self.src_tokenizer = read_tokenizer(self.path, SRC_TOKENIZER_FILE, self.config.src_vocab_size)
         self.tgt_tokenizer = read_tokenizer(self.path, TGT_TOKENIZER_FILE, self.config.tgt_vocab_size)
         self.model = self._build(self.path / WEIGHTS_FILE)
+        self.source_words = read_source_words(self.path)
 
     @property
     def name(self) -> str:
@@ -298,6 +319,14 @@ class Checkpoint:
         if not normalize(bounded(text, self.config.max_len)[0]):
             raise ValueError("The input is empty: type a sentence (spaces alone are not enough).")
         return text
+
+    def unseen_words(self, text: str) -> list[str]:
+        """The words of `text` (as this model reads it) that its training sources never contain, each once, in
+        order; [] when the checkpoint has no word list."""
+        if self.source_words is None:
+            return []
+        typed = words(tokenizer_text(self.src_tokenizer, self._checked(text), self.config.max_len))
+        return list(dict.fromkeys(word for word in typed if word not in self.source_words))
 
     def encode(self, text: str, side: str = "src") -> list[int]:
         """Ids exactly as the model sees them: source = pieces + EOS; target = BOS + pieces + EOS."""
@@ -333,6 +362,13 @@ class Checkpoint:
             warnings.append(f"The input is {len(ids) - 1} pieces long, longer than anything this model trained on "
                             f"(at most {longest} pieces): expect dropped or invented words.")
         warnings += input_warnings(self.card.task, text)
+        unseen = self.unseen_words(text)
+        if unseen:
+            named = ", ".join(f"“{word}”" for word in unseen[:MAX_UNSEEN_NAMED])
+            more = f" and {len(unseen) - MAX_UNSEEN_NAMED} more" if len(unseen) > MAX_UNSEEN_NAMED else ""
+            warnings.append(f"Never in this model's training data: {named}{more}. It can only guess "
+                            f"{'this word' if len(unseen) == 1 else 'these words'} from the pieces, so expect an "
+                            "invented or missing word there.")
         unknown = ids.count(self.src_tokenizer.unk_id)
         if unknown:
             warnings.append(
@@ -451,12 +487,22 @@ def checkpoint_version(path: str | Path) -> int:
     return max(stamps)
 
 
+def write_source_words(path: str | Path, source_texts: Iterable[str]) -> None:
+    """The folder's word list (see read_source_words) from the texts the model was trained to read."""
+    word_list = sorted({word for text in source_texts for word in words(text)})
+    (Path(path) / SOURCE_WORDS_FILE).write_text("".join(f"{word}\n" for word in word_list), encoding="utf-8")
+
+
 def save_checkpoint(
-    path: str | Path, model: Transformer, card: ModelCard, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer
+    path: str | Path, model: Transformer, card: ModelCard, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer,
+    source_texts: Iterable[str] | None = None,
 ) -> None:
-    """Write a complete checkpoint folder (snapshots are written by the trainer into path/snapshots/)."""
+    """Write a complete checkpoint folder (snapshots are written by the trainer into path/snapshots/); with
+    `source_texts` (the training sources) also their word list, for the unseen-word warning."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
+    if source_texts is not None:
+        write_source_words(path, source_texts)
     model.config.save(path / CONFIG_FILE)
     torch.save(model.state_dict(), path / WEIGHTS_FILE)
     for tokenizer, file in ((src_tokenizer, SRC_TOKENIZER_FILE), (tgt_tokenizer, TGT_TOKENIZER_FILE)):

@@ -44,6 +44,16 @@ def normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+# A word, for telling which words of an input the training data never had: a run of letters ("didn't" is "didn" and
+# "t"), so that the word list cannot hold anything but letters and a warning quoting it cannot carry markup.
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def words(text: str) -> list[str]:
+    """The lower-cased runs of letters in `text` (normalised as above), in order, repeats included."""
+    return _WORD.findall(normalize(text).lower())
+
+
 def _open_text(path: str | Path) -> TextIO:
     # newline="\n": only \n ends a line, so a stray \r or U+2028 inside a sentence cannot break
     # the alignment of two files; utf-8-sig drops a byte-order mark if an editor left one.

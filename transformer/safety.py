@@ -33,6 +33,7 @@ MAX_LEN = 2048  # positions a config may ask for (Marian: 512)
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_CARD_BYTES = 1024 * 1024
 MAX_TOKENIZER_BYTES = 16 * 1024 * 1024
+MAX_WORD_LIST_BYTES = 8 * 1024 * 1024  # the training sources' words, one a line (eng-fra: about 0.1 MB)
 WEIGHTS_OVERHEAD_BYTES = 16 * 1024 * 1024  # a weights file may exceed 4 bytes x the config's tensors by this much
 MAX_PICKLE_BYTES = 4 * 1024 * 1024  # the pickle inside a torch zip: names and shapes, never tensor data
 MAX_JSON_DEPTH = 16  # a card is 4 deep

@@ -418,7 +418,8 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
         snapshots=progress.snapshots,
         training=training,
     )
-    save_checkpoint(args.out, model, card, src_tok, tgt_tok)
+    save_checkpoint(args.out, model, card, src_tok, tgt_tok,
+                    [s for s, _ in train_pairs] if args.task == "translate" else None)
     print(f"{args.out}: dev {METRICS[args.task]} {metric:.4f} on {len(dev_pairs)} pairs, "
           f"{model.num_parameters():,} parameters, {progress.elapsed_s:.0f} s")
 
