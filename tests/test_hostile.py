@@ -22,7 +22,8 @@ import torch
 
 from transformer import (TransformerConfig, ablate, capture, checkpoint_status, checkpoint_version,
                          load_checkpoint)
-from transformer.checkpoint import CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, WEIGHTS_FILE
+from transformer.checkpoint import (CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SOURCE_WORDS_FILE, SRC_TOKENIZER_FILE,
+                                   WEIGHTS_FILE)
 from transformer.data import MAX_CHARS_PER_TOKEN, bounded
 from transformer.decoding import MAX_BEAM_SIZE, beam_search
 
@@ -255,6 +256,14 @@ CASES = {
     # tokenizers
     "tokenizer-fifo": Case(replace_with(SRC_TOKENIZER_FILE, fifo), r"src.model: not a regular file \(a FIFO"),
     "tokenizer-17-mb": Case(sparse_file(SRC_TOKENIZER_FILE, 17 << 20), r"src.model: 17,825,792 bytes, more than"),
+    # source_words.txt (absent from the tiny checkpoint: each case plants one)
+    "words-fifo": Case(lambda f: fifo(f / SOURCE_WORDS_FILE), r"source_words.txt: not a regular file \(a FIFO"),
+    "words-9-mb": Case(sparse_file(SOURCE_WORDS_FILE, 9 << 20), r"source_words.txt: 9,437,184 bytes, more than"),
+    "words-symlink-out": Case(lambda f: ((f.parent / "words.txt").write_text("ab\n"),
+                                         (f / SOURCE_WORDS_FILE).symlink_to(f.parent / "words.txt")),
+                              r"source_words.txt: points outside"),
+    "words-markup": Case(lambda f: (f / SOURCE_WORDS_FILE).write_text("ab\n<script>\n"),
+                         r"source_words.txt, line 2: not one lower-case word"),
     # model.pt
     "weights-fifo": Case(replace_with(WEIGHTS_FILE, fifo), r"model.pt: not a regular file \(a FIFO"),
     "weights-symlink-out": Case(link_out(WEIGHTS_FILE), r"model.pt: points outside"),

@@ -432,8 +432,8 @@ class FolderStatus(NamedTuple):
 
 
 def inspect_checkpoint(path: str | Path) -> None:
-    """Every check `Checkpoint` makes except reading the tensors: config, card, tokenizers, and the weights file's
-    kind, size and zip structure. Cheap (no weights are read); CheckpointError naming what is wrong."""
+    """Every check `Checkpoint` makes except reading the tensors: config, card, tokenizers, word list, and the weights
+    file's kind, size and zip structure. Cheap (no weights are read); CheckpointError naming what is wrong."""
     path = Path(path)
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint folder")
@@ -442,6 +442,7 @@ def inspect_checkpoint(path: str | Path) -> None:
     expected = expected_state(config, path / CONFIG_FILE)
     read_tokenizer(path, SRC_TOKENIZER_FILE, config.src_vocab_size)
     read_tokenizer(path, TGT_TOKENIZER_FILE, config.tgt_vocab_size)
+    read_source_words(path)
     max_bytes = 4 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
     with open_regular(path / WEIGHTS_FILE, path, max_bytes) as file:
         check_torch_zip(file, path / WEIGHTS_FILE, max_members=2 * len(expected) + 16)
