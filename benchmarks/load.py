@@ -117,7 +117,9 @@ class Page:
         elif kind in ("text_input", "button_group"):
             widget = getattr(element, kind)
             self.widgets[widget.label] = widget
-        elif kind == "text" and element.text.help == OUTPUT_HELP:  # ui.widgets.model_output
+        elif kind == "text" and element.text.help == OUTPUT_HELP and self.output is None:
+            # ui.widgets.model_output: the sidebar's comes first; a view's later ones (the training view's snapshot,
+            # the ablated model) are other models' outputs.
             self.output = element.text.body
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.load import CHARACTER_RUN, Interaction, SessionLog, Tally, run_load, verify
+from benchmarks.load import CHARACTER_RUN, Interaction, Page, SessionLog, Tally, run_load, verify
 from helpers import LOADABLE, checkpoints_folder
+from ui.widgets import OUTPUT_HELP
 
 pytestmark = pytest.mark.slow  # a real server
 
@@ -57,3 +58,15 @@ def test_shared_inputs_are_no_leak_but_others_still_are(tiny_checkpoint):
     tally = Tally(sessions=[SessionLog(0, {shared}, seen), SessionLog(1, {shared, theirs}, seen)])
     verify(tiny_checkpoint, tally)
     assert tally.errors == [f"session 0 was sent {theirs!r}, the input of session 1"]
+
+
+def test_a_page_reads_the_sidebars_output_not_a_views():
+    """The training and ablation views show other models' outputs after the sidebar's, with the same help text."""
+    from streamlit.proto.Element_pb2 import Element
+
+    page = Page()
+    for body in ("the model's output", "a snapshot's output"):
+        element = Element()
+        element.text.body, element.text.help = body, OUTPUT_HELP
+        page.read(element)
+    assert page.output == "the model's output"
