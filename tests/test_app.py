@@ -610,7 +610,9 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
     monkeypatch.setattr(transformer.Checkpoint, "translate", counted_translate)
     ui.shared.clear()
     at = ok(app(text="tok€n5", pad_src="2"))
-    table = at.dataframe[0].value
+    assert not at.dataframe  # the pieces table is drawn only once its expander is opened
+    at.session_state["pieces"] = True  # what opening "Pieces and probabilities" sets
+    table = ok(at.run()).dataframe[0].value
     assert list(table["typed"][:6]) == ["t", "o", "k", "€", "n", "5"] and table["source piece"][3] == "<unk>"
     view_picker(at).set_value("decoding").run()
     ok(at)
@@ -659,7 +661,7 @@ def test_compare_offers_two_checkpoints_only_with_the_same_vocabulary(app, rever
 def test_ablation_shows_what_the_library_computes_with_those_heads_off(app, app_checkpoints):
     text, heads = "ablate5", {"decoder.0.cross": [0, 1, 2, 3]}
     at = ok(app(view="ablation", text=text, ablate=",".join(f"decoder.0.cross:{head}" for head in range(4))))
-    intact_table, changed_table = [table.value for table in at.dataframe[2:]]  # after the output's two
+    intact_table, changed_table = [table.value for table in at.dataframe]  # the sidebar's pieces are closed
     checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
     intact = checkpoint.translate(text)
     with transformer.ablate(checkpoint.model, heads, "zero"):

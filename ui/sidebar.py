@@ -134,7 +134,11 @@ def show_output(page: Page, headline) -> None:
                                                 else ", greedy"))
     with output:
         model_output(analysis.text)
-    with st.expander("Pieces and probabilities"):
+    # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.
+    pieces = st.expander("Pieces and probabilities", key="pieces", on_change="rerun")
+    if not pieces.open:
+        return
+    with pieces:
         left, right = st.columns(2)
         pads = len(analysis.src_tokens) - len(analysis.src_typed)
         # Arrow tables built once for every session (ui.shared): converting a frame is most of a table's cost.
