@@ -168,6 +168,13 @@ def test_too_long_input_is_cut_with_a_warning(app):
     assert charts(at)
 
 
+def test_lecture_mode_draws_every_warning_in_one_box(app):
+    text = "a" * 290 + "€"  # cut off, and a character the model does not know
+    laptop = [w.value for w in ok(app(text=text)).warning if w.icon == "⚠️"]
+    lecture = [w.value for w in ok(app(text=text, lecture="1")).warning if w.icon == "⚠️"]
+    assert len(laptop) >= 2 and lecture == [" ".join(laptop)]
+
+
 def test_html_and_markdown_in_the_input_stay_text(app):
     text = "<script>window.__xss=1</script> **bold** <img src=x onerror=alert(1)>"
     at = ok(app(text=text))

@@ -123,7 +123,10 @@ def show_output(page: Page, headline) -> None:
     """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
     mode input and output are one line of plain text in `headline` (beside the view picker)."""
     analysis = page.analysis
-    for warning in analysis.warnings:
+    warnings = list(analysis.warnings)
+    if page.lecture and warnings:  # one box, not one each: a projector has no height to spare above the figure
+        warnings = [" ".join(warnings)]
+    for warning in warnings:
         st.warning(warning, icon="⚠️")
     if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
         headline.text(page.text)
