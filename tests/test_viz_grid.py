@@ -128,6 +128,46 @@ def test_model_view_ticks_every_token_on_the_outer_panels_or_on_all_when_few():
     assert len(layout.xaxis.ticktext) == 256 and layout.xaxis.tickmode == "array"
 
 
+@pytest.mark.parametrize("rows, cols", [(1, 1), (2, 3), (6, 8)])
+def test_shared_grid_links_axes_as_make_subplots_does(rows, cols):
+    from plotly.subplots import make_subplots
+
+    from viz.panels import shared_grid
+
+    titles = [f"<{index}>" for index in range(rows * cols)]
+    theirs = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=True,
+                           subplot_titles=titles).layout.to_plotly_json()
+    ours = shared_grid(rows, cols, titles, viz.Theme())
+    axes = sorted(name for name in theirs if name.startswith(("xaxis", "yaxis")))
+    assert sorted(name for name in ours if name != "annotations") == axes
+    for name in axes:
+        linked = {key: value for key, value in theirs[name].items() if key != "domain"}  # domains: grid_layout's
+        assert ours[name] == linked, name
+    assert [note["text"] for note in ours["annotations"]] == [f"&lt;{index}&gt;" for index in range(rows * cols)]
+
+
+def test_merged_merges_nested_dicts_key_by_key_without_changing_its_arguments():
+    from viz.theme import merged
+
+    base = {"a": {"b": 1, "c": {"d": 2}}, "e": [1]}
+    update = {"a": {"c": {"f": 3}, "g": 4}, "e": [2]}
+    assert merged(base, update, {"h": 5}) == {"a": {"b": 1, "c": {"d": 2, "f": 3}, "g": 4}, "e": [2], "h": 5}
+    assert base == {"a": {"b": 1, "c": {"d": 2}}, "e": [1]}  # not changed in place
+
+
+def test_token_axes_leave_plotly_js_no_per_label_measuring():
+    # Plotly.js measures every tick label once per axis to hide those past the figure's edge (quadratic in the
+    # ticks: 47 s for 2,048), to grow margins (automargin) and to place axis titles (a template's title standoff);
+    # viz lays labels out itself, so each of these is off on every token axis. benchmarks/ has the timings.
+    labels = [f"t{i}" for i in range(40)]
+    for fig in (viz.model_view(random_stack(40, 2, 3), labels, labels),
+                viz.head_heatmap(random_stack(40, 1, 1)[0, 0], labels, labels)):
+        labelled = [axis for axis in [*fig.select_xaxes(), *fig.select_yaxes()] if axis.ticktext]
+        assert labelled and all(axis.ticklabeloverflow == "allow" and axis.automargin is False for axis in labelled)
+        assert fig.layout.template.layout.xaxis.title.standoff is None
+        assert fig.layout.template.layout.yaxis.title.standoff is None
+
+
 def panel_widths(layout, count) -> list[float]:
     return [layout[f"xaxis{index or ''}"].domain[1] - layout[f"xaxis{index or ''}"].domain[0]
             for index in [0] + list(range(2, count + 1))]

@@ -8,10 +8,10 @@ import plotly.graph_objects as go
 
 from .conventions import check_blocked, check_stack
 from .labels import safe_label
-from .layout import lay_out
-from .panels import set_colour_axis, subplots, value_range
+from .layout import grid_layout
+from .panels import axis_names, colour_axis, shared_grid, value_range
 from .png import png_data_uri
-from .theme import Theme, apply_theme, colour_table, css_colour, mask_rgba
+from .theme import Theme, colour_table, css_colour, mask_rgba, merged, theme_layout
 
 # Up to this many cells in all, every panel gets an invisible heatmap whose hover names the query and key tokens
 # and the weight (a click on it also reports the panel). Beyond, that hover data would outweigh the images (at 256
@@ -39,42 +39,50 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     layers, heads = stack.shape[:2]
     blocked = check_blocked(blocked, stack.shape[2:]) if show_masks else {}
     cmin, cmax = value_range(stack, fixed_scale)
-    fig = subplots(layers, heads, titles=[f"L{layer} H{head}" for layer in range(layers) for head in range(heads)],
-                   shared_xaxes=True, shared_yaxes=True)
+    # Built as one dict and validated once by go.Figure: through make_subplots, add_trace and update_layout the same
+    # figure took 0.8 s (plotly.py re-validates at every step), ten times as long.
+    traces = []
     hover_layer = stack.size <= HOVER_CELLS
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
         layer, head = divmod(index, heads)
-        fig.add_trace(go.Image(source=source, name=f"L{layer} H{head}", meta={"layer": layer, "head": head},
-                               hoverinfo="skip" if hover_layer else None,
-                               hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"),
-                      row=layer + 1, col=head + 1)
+        x_id, y_id = axis_names(index)
+        traces.append(dict(type="image", source=source, name=f"L{layer} H{head}", meta={"layer": layer, "head": head},
+                           xaxis=x_id, yaxis=y_id, hoverinfo="skip" if hover_layer else None,
+                           hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"))
     if hover_layer:
         tokens = np.stack(np.broadcast_arrays(np.array([safe_label(t) for t in q_tokens], dtype=object)[:, None],
                                               np.array([safe_label(t) for t in k_tokens], dtype=object)[None, :]),
                           axis=-1)  # (q_len, k_len, 2)
-        for layer, head in np.ndindex(layers, heads):
-            fig.add_trace(go.Heatmap(
-                z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
+        for index, (layer, head) in enumerate(np.ndindex(layers, heads)):
+            x_id, y_id = axis_names(index)
+            traces.append(dict(
+                type="heatmap", z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
                 colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], meta={"layer": layer, "head": head},
+                xaxis=x_id, yaxis=y_id,
                 hovertemplate=(f"L{layer} H{head}<br>query: %{{customdata[0]}} (%{{y:d}})<br>key: %{{customdata[1]}}"
-                               " (%{x:d})<br>weight: %{z:.4g}<extra></extra>")), row=layer + 1, col=head + 1)
+                               " (%{x:d})<br>weight: %{z:.4g}<extra></extra>")))
     # Images have neither colour bar nor legend: empty marker traces carry both.
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
-                             marker=dict(coloraxis="coloraxis", color=[cmin])))
+    traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
+                       marker=dict(coloraxis="coloraxis", color=[cmin], size=theme.marker_size)))
     for reason in blocked:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=safe_label(reason),
-                                 marker=dict(symbol="square", color=css_colour(mask_rgba(reason)))))
-    set_colour_axis(fig, "coloraxis", theme.sequential, cmin, cmax, "weight")
+        traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=safe_label(reason),
+                           marker=dict(symbol="square", color=css_colour(mask_rgba(reason)), size=theme.marker_size)))
+    grid = shared_grid(layers, heads, [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)],
+                       theme)
+    # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
+    # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
+    sized, _ = grid_layout(theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title,
+                           titles=grid.pop("annotations"), colour_bars=[("coloraxis", heads)],
+                           label_every_panel=layers * heads <= LABEL_EVERY_PANEL, token_ticks=True,
+                           legend=bool(blocked))
     # scaleanchor=False: Plotly.js locks an image's y axis to its x axis (square pixels) unless the axis is
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
-    fig.update_yaxes(scaleanchor=False, autorange="reversed")
-    # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
-    # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
-    lay_out(fig, theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title, panel_titles=True,
-            colour_bars=[("coloraxis", heads)], label_every_panel=layers * heads <= LABEL_EVERY_PANEL,
-            token_ticks=True, legend=bool(blocked))
-    return apply_theme(fig, theme, title)
+    y_axes = {f"yaxis{axis_names(index)[1][1:]}": dict(scaleanchor=False, autorange="reversed")
+              for index in range(layers * heads)}
+    layout = merged(grid, colour_axis("coloraxis", theme.sequential, cmin, cmax, "weight"), sized, y_axes,
+                    theme_layout(theme, title))
+    return go.Figure(dict(data=traces, layout=layout))
 
 
 def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:

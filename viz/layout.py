@@ -66,15 +66,25 @@ def colour_bar_px(theme: Theme) -> float:
         + LINE_EM * theme.font_size + 10
 
 
-def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="", panel_titles=False,
-            colour_bars=(), label_every_panel=False, token_ticks=False, legend=False) -> Fit:
-    """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable.
+def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, panel_titles=False, **options) -> Fit:
+    """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable:
+    grid_layout's layout applied to `fig`, whose annotations are the panel titles when panel_titles."""
+    titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations] if panel_titles else None
+    layout, fit = grid_layout(theme, row_labels, col_labels, titles=titles, **options)
+    fig.update_layout(layout)
+    return fit
+
+
+def grid_layout(theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="", titles=None, colour_bars=(),
+                label_every_panel=False, token_ticks=False, legend=False) -> tuple[dict, Fit]:
+    """The layout (a dict for go.Figure) that sizes a rows x cols grid of token panels (make_subplots order) so
+    that every label is readable, and what it chose.
 
     row_labels, col_labels: the raw labels of a panel's rows and columns (the same in every panel).
     colour_bars: (coloraxis name, column) pairs: that axis's colour bar stands right of grid column `column`
     (1-based; the last column puts it at the right edge). label_every_panel: tick labels on every panel instead of
-    the outer ones only (the caller sets showticklabels). panel_titles: make_subplots titles, one per panel in
-    order, placed above their panels. legend: leave room for the horizontal legend at the bottom. token_ticks:
+    the outer ones only (the caller sets showticklabels). titles: the panels' title annotations (dicts, one per
+    panel in order, as make_subplots makes them), placed above their panels; None: the panels have none. legend: leave room for the horizontal legend at the bottom. token_ticks:
     put the token tick labels on the axes that show them (the outer ones, or all) and hide the others' (figures
     drawn with panels.add_matrix have theirs already).
     """
@@ -90,7 +100,7 @@ def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, col
     x_angle = 0 if widest_column + 0.6 * font <= column_px else -90
     x_band = 8 + (widest_column if x_angle else LINE_EM * font) + 6  # tick length, labels, gap
     y_band = 8 + widest_px(row_labels, font) + 6
-    panel_title_band = LINE_EM * theme.font_size + 6 if panel_titles else 0
+    panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
     title_band = LINE_EM * theme.title_size + 16 if title else 10
     bar_columns = {column: name for name, column in colour_bars}
 
@@ -113,30 +123,32 @@ def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, rows=1, col
     layout = dict(width=round(width), height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
                   title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
                              pad=dict(t=8, l=12)))
-    titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations]
+    titles = [dict(annotation) for annotation in titles or ()]
     for index in range(rows * cols):
         row, col = divmod(index, cols)
         x_name, y_name = (f"{letter}axis{index + 1 if index else ''}" for letter in "xy")  # make_subplots' names
+        # automargin=False: the margins above already hold the labels, and with it Plotly.js measures every
+        # label of every axis (0.7 s at 256 tokens and 48 panels); the browser tests check that none is cut.
         layout[x_name] = dict(domain=[_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)],
-                              tickfont_size=font, tickangle=x_angle, automargin=True)
+                              tickfont=dict(size=font), tickangle=x_angle, automargin=False)
         layout[y_name] = dict(domain=[_fraction(plot_h - top[row] - panel_h, plot_h),
-                                      _fraction(plot_h - top[row], plot_h)], tickfont_size=font, automargin=True)
+                                      _fraction(plot_h - top[row], plot_h)], tickfont=dict(size=font),
+                              automargin=False)
         if token_ticks:  # the outer axes, or all of them
             layout[x_name].update(token_axis(col_labels) if label_every_panel or row == rows - 1 else {},
                                   showticklabels=label_every_panel or row == rows - 1)
             layout[y_name].update(token_axis(row_labels) if label_every_panel or col == 0 else {},
                                   showticklabels=label_every_panel or col == 0)
-        if panel_titles and index < len(titles):
+        if index < len(titles):
             titles[index].update(x=(left[col] + panel_w / 2) / plot_w, y=1 - top[row] / plot_h, yanchor="bottom",
                                  yshift=2)
-    if panel_titles:
+    if titles:
         layout["annotations"] = titles
     for name, column in colour_bars:
         layout[name] = dict(colorbar=dict(
             x=(left[column - 1] + panel_w + 10) / plot_w, xanchor="left", y=1, yanchor="top", lenmode="pixels",
             len=min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title_side="right"))
-    fig.update_layout(layout)
-    return Fit(font, column_px, row_px, x_angle)
+    return layout, Fit(font, column_px, row_px, x_angle)
 
 
 def _fraction(pixels, total) -> float:

@@ -17,6 +17,33 @@ def subplots(rows: int, cols: int, titles=(), **kwargs) -> go.Figure:
     return make_subplots(rows=rows, cols=cols, subplot_titles=[safe_label(t) for t in titles], **kwargs)
 
 
+def axis_names(index: int) -> tuple[str, str]:
+    """The (x, y) axis ids of grid panel `index` (0-based, make_subplots order) as traces name them: "x", "y" for
+    the first, "x2", "y2" for the next..."""
+    suffix = str(index + 1) if index else ""
+    return f"x{suffix}", f"y{suffix}"
+
+
+def shared_grid(rows: int, cols: int, titles, theme) -> dict:
+    """The layout make_subplots(rows, cols, shared_xaxes=True, shared_yaxes=True, subplot_titles=titles) makes, as
+    a dict for go.Figure: each column's x axes match its bottom one, each row's y axes its first, the titles are
+    escaped annotations in the theme's font. layout.grid_layout gives the domains and places the titles."""
+    layout = {}
+    for index in range(rows * cols):
+        row, col = divmod(index, cols)
+        x_id, y_id = axis_names(index)
+        x_axis, y_axis = dict(anchor=y_id), dict(anchor=x_id)
+        if row < rows - 1:
+            x_axis.update(matches=axis_names((rows - 1) * cols + col)[0], showticklabels=False)
+        if col > 0:
+            y_axis.update(matches=axis_names(row * cols)[1], showticklabels=False)
+        layout[f"xaxis{x_id[1:]}"], layout[f"yaxis{y_id[1:]}"] = x_axis, y_axis
+    layout["annotations"] = [dict(text=safe_label(title), showarrow=False, xref="paper", yref="paper",
+                                  xanchor="center", yanchor="bottom", font=dict(size=theme.font_size))
+                             for title in titles]
+    return layout
+
+
 def value_range(values, fixed_scale: bool) -> tuple[float, float]:
     """(0, 1) for attention weights on the fixed scale; otherwise the data's own range."""
     values = np.asarray(values, dtype=float)
@@ -28,11 +55,15 @@ def symmetric_limit(values) -> float:
     return max(float(np.nanmax(np.abs(values))), 1e-12)
 
 
-def set_colour_axis(fig, name, colorscale, cmin, cmax, title):
-    """Define the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title is
-    written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
+def colour_axis(name, colorscale, cmin, cmax, title) -> dict:
+    """The layout of the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title
+    is written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
     colorbar = dict(title=dict(text=safe_label(title), side="right"), thickness=14)
-    fig.update_layout({name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)})
+    return {name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)}
+
+
+def set_colour_axis(fig, name, colorscale, cmin, cmax, title):
+    fig.update_layout(colour_axis(name, colorscale, cmin, cmax, title))
 
 
 def has_legend(fig) -> bool:
