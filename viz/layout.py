@@ -84,9 +84,10 @@ def grid_layout(theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="
     colour_bars: (coloraxis name, column) pairs: that axis's colour bar stands right of grid column `column`
     (1-based; the last column puts it at the right edge). label_every_panel: tick labels on every panel instead of
     the outer ones only (the caller sets showticklabels). titles: the panels' title annotations (dicts, one per
-    panel in order, as make_subplots makes them), placed above their panels; None: the panels have none. legend: leave room for the horizontal legend at the bottom. token_ticks:
-    put the token tick labels on the axes that show them (the outer ones, or all) and hide the others' (figures
-    drawn with panels.add_matrix have theirs already).
+    panel in order, as make_subplots makes them), placed above their panels; None: the panels have none. legend:
+    leave room for the horizontal legend at the bottom. token_ticks: put the token tick labels on the axes that
+    show them (the outer ones, or all) and hide the others' (figures drawn with panels.add_matrix have theirs
+    already).
     """
     budget_w, budget_h = BUDGET_PX[theme.large]
     font = token_font(theme, [(len(col_labels), budget_w / cols), (len(row_labels), budget_h / rows)])
