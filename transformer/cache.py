@@ -46,7 +46,10 @@ class DecoderCache:
         return self.tokens
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` (beam search: each new hypothesis continues the row it extends)."""
+        """Keep rows `index` (beam search: each new hypothesis continues the row it extends, a row of the same input).
+
+        Cross-attention's keys and values stay as they are: the rows of one input's beams are copies of the same
+        memory, so reordering them within an input changes no value (and copied 6 layers of them every step)."""
         self.tokens = self.tokens[index]
-        for cache in self.self_attn + self.cross_attn:
+        for cache in self.self_attn:
             cache.keys, cache.values = cache.keys[index], cache.values[index]
