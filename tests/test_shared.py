@@ -50,6 +50,16 @@ def test_any_difference_in_content_is_another_key(change):
     assert fingerprint(*changed) != base
 
 
+def test_a_call_is_one_key_however_its_arguments_are_written():
+    # The sidebar asks translate(path, version, text, beam); a view asking the same with the defaults spelled out
+    # (or a keyword for a positional) must get the same pass, not decode again.
+    matrix = weights()
+    base = fingerprint(viz.head_heatmap, (matrix, TOKENS, TOKENS), {})
+    assert fingerprint(viz.head_heatmap, (matrix, TOKENS), {"k_tokens": TOKENS, "title": ""}) == base
+    assert fingerprint(viz.head_heatmap, (matrix, TOKENS, TOKENS), {"theme": viz.Theme(), "show_masks": True}) == base
+    assert fingerprint(viz.head_heatmap, (matrix, TOKENS, TOKENS), {"show_masks": False}) != base
+
+
 def test_arrays_of_other_shape_or_type_with_the_same_bytes_differ():
     flat = np.arange(6, dtype=np.float32)
     assert fingerprint(len, (flat,), {}) != fingerprint(len, (flat.reshape(2, 3),), {})

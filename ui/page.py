@@ -97,13 +97,23 @@ class Page:
 
     # ------------------------------------------------------------------------------------------ attribution views
 
+    def default_translation(self) -> Analysis:
+        """This input decoded as its card says (what the attribution views explain): the sidebar's own pass unless
+        someone chose other decoding there."""
+        return passes.translate(self.path, self.version, self.text, self.card.decoding.get("beam_size", 1))
+
     def explained(self) -> passes.Explained:
         """Every attribution method's (outputs x source) array for this input's default decoding."""
-        return passes.explained(self.path, self.version, self.text)
+        decoded = self.default_translation()
+        methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids)
+        return passes.Explained(methods, decoded.src_tokens, decoded.output_tokens)
 
     def lens(self) -> passes.Lens:
         """The logit lens of this input's default decoding: each decoder stage's top pieces."""
-        return passes.lens(self.path, self.version, self.text)
+        decoded = self.default_translation()
+        stages, pieces, probs = passes.lens(self.path, self.version, decoded.src_ids, decoded.tgt_ids,
+                                            decoded.output_ids)
+        return passes.Lens(stages, pieces, probs, decoded.src_tokens, decoded.tgt_tokens, decoded.output_tokens)
 
     def patched(self, corrupted: str, position: int) -> passes.Patched:
         """Activation patching from this input (clean) into `corrupted`, measured at output `position`."""

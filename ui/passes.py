@@ -270,21 +270,21 @@ class Patched(NamedTuple):
 
 
 @shared_pass("Attributing every output piece by every method…")
-def explained(path: str, version: int, text: str) -> Explained:
-    explanation = attribution.explain(load(path, version).checkpoint, text)
-    return Explained(tuple((name, read_only(matrix)) for name, matrix in explanation.methods.items()),
-                     tuple(explanation.src_tokens), tuple(explanation.output_tokens))
+def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
+    """Every attribution method's (outputs, src_len) array for one decoded input: ((method, array), ...) in
+    transformer.attribution's order."""
+    methods, _ = attribution.attribute(load(path, version).checkpoint.model, list(src_ids), list(tgt_ids),
+                                       list(output_ids))
+    return tuple((name, read_only(matrix)) for name, matrix in methods.items())
 
 
 @shared_pass("Reading the decoder's residual stream…")
-def lens(path: str, version: int, text: str) -> Lens:
+def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
+    """The logit lens of one decoded input: (stages, top pieces [stage][position][rank], top probabilities)."""
     checkpoint = load(path, version).checkpoint
-    translation = checkpoint.translate(text)
-    result = logit_lens(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids)
+    result = logit_lens(checkpoint.model, list(src_ids), list(tgt_ids), list(output_ids))
     pieces = tuple(tuple(tuple(ranked) for ranked in stage) for stage in result.top_pieces(checkpoint.tgt_tokenizer))
-    return Lens(tuple(result.stages), pieces, read_only(result.top_probs), tuple(translation.src_tokens),
-                tuple(translation.tgt_tokens),
-                tuple(translation.output_tokens))
+    return tuple(result.stages), pieces, read_only(result.top_probs)
 
 
 @shared_pass("Patching every head and position…")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import threading
 import time
 from collections import OrderedDict
@@ -70,11 +71,19 @@ class _Hasher:
 
 
 def fingerprint(function: Callable, args: tuple, kwargs: dict) -> str:
+    """The key of function(*args, **kwargs): its name and every parameter's value, defaults filled in, so that
+    f(a), f(a, b=default) and f(a, default) share one result."""
+    bound = _signature(function).bind(*args, **kwargs)
+    bound.apply_defaults()
     hasher = _Hasher()
     hasher.add(f"{function.__module__}.{function.__qualname__}")
-    hasher.add(list(args))
-    hasher.add(kwargs)
+    hasher.add(dict(bound.arguments))
     return hasher.digest.hexdigest()
+
+
+@functools.cache
+def _signature(function: Callable) -> inspect.Signature:
+    return inspect.signature(function)
 
 
 def size_of(value, _depth: int = 0) -> int:
