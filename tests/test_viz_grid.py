@@ -168,6 +168,15 @@ def test_token_axes_leave_plotly_js_no_per_label_measuring():
         assert fig.layout.template.layout.yaxis.title.standoff is None
 
 
+def test_model_view_draws_no_grid_under_its_images():
+    # The images hide a grid, which Plotly.js draws as one path per tick of every axis: 25,000 paths at 256 tokens
+    # and 6 x 8 heads, half of the figure's drawing time in Chromium (benchmarks/: browser render).
+    labels = [f"t{i}" for i in range(40)]
+    fig = viz.model_view(random_stack(40, 2, 3), labels, labels)
+    axes = [*fig.select_xaxes(), *fig.select_yaxes()]
+    assert len(axes) == 2 * 2 * 3 and all(axis.showgrid is False and axis.zeroline is False for axis in axes)
+
+
 def panel_widths(layout, count) -> list[float]:
     return [layout[f"xaxis{index or ''}"].domain[1] - layout[f"xaxis{index or ''}"].domain[0]
             for index in [0] + list(range(2, count + 1))]
