@@ -216,7 +216,7 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
 def test_dark_figures_when_the_browser_reports_no_theme(app):
     at = ok(app())
     at.toggle(key="dark").set_value(True).run()
-    assert figure(ok(at))["layout"]["template"]["layout"]["paper_bgcolor"] == "rgb(17,17,17)"
+    assert figure(ok(at))["layout"]["paper_bgcolor"] == "rgb(17,17,17)"
 
 
 @pytest.mark.parametrize("reported", ["light", "dark"])
@@ -226,8 +226,8 @@ def test_a_links_dark_wins_over_a_light_browser(app, monkeypatch, reported):
 
     monkeypatch.setattr(ContextProxy, "theme", property(lambda self: StreamlitTheme({"type": reported})))
     dark = "rgb(17,17,17)"
-    assert figure(ok(app(dark="1")))["layout"]["template"]["layout"]["paper_bgcolor"] == dark
-    plain = figure(ok(app()))["layout"]["template"]["layout"]["paper_bgcolor"]
+    assert figure(ok(app(dark="1")))["layout"]["paper_bgcolor"] == dark
+    plain = figure(ok(app()))["layout"]["paper_bgcolor"]
     assert (plain == dark) is (reported == "dark")
 
 

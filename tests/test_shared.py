@@ -188,3 +188,12 @@ def test_the_server_skips_per_rerun_housekeeping():
     config = tomllib.loads((Path(__file__).parents[1] / ".streamlit" / "config.toml").read_text())
     assert config["server"]["fileWatcherType"] == "none"
     assert config["runner"]["postScriptGC"] is False
+
+
+def test_a_shared_figure_carries_its_key_as_its_data_revision():
+    # Streamlit hands each chart it has drawn to Plotly.react again, as a copy: the same datarevision tells Plotly.js
+    # the data is unchanged (no second full drawing), another one that it changed.
+    tokens = list("abcdef")
+    fig = once(viz.head_heatmap, weights(0), tokens, tokens)
+    assert fig.layout.datarevision == fingerprint(viz.head_heatmap, (weights(0), tokens, tokens), {})
+    assert once(viz.head_heatmap, weights(1), tokens, tokens).layout.datarevision != fig.layout.datarevision

@@ -21,10 +21,11 @@ def lines_of(fig) -> dict[tuple[int, int, int], float]:
         xs, ys = np.array(trace.x, dtype=object).reshape(-1, 3), np.array(trace.y, dtype=object).reshape(-1, 3)
         for (x0, x1, _), (y0, y1, _) in zip(xs, ys):
             assert (x0, x1) == (0, 1)  # from the query column to the key column
-            key = (trace.meta["head"], -y0, -y1)
+            head, opacity = trace.meta
+            key = (head, -y0, -y1)
             assert key not in lines
-            lines[key] = trace.meta["opacity"]
-            assert trace.line.color.endswith(f", {trace.meta['opacity']})")
+            lines[key] = opacity
+            assert trace.line.color.endswith(f", {opacity})")
     return lines
 
 

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
 import viz
@@ -77,7 +78,7 @@ def test_theme_large_doubles_fonts_and_lines():
 def test_dark_theme_changes_background_and_colour_scale():
     light = viz.head_heatmap(np.eye(2), ["a", "b"], ["a", "b"])
     dark = viz.head_heatmap(np.eye(2), ["a", "b"], ["a", "b"], theme=viz.Theme(dark=True))
-    assert dark.layout.template.layout.paper_bgcolor != light.layout.template.layout.paper_bgcolor
+    assert dark.layout.paper_bgcolor != light.layout.paper_bgcolor
     assert dark.layout.coloraxis.colorscale != light.layout.coloraxis.colorscale
 
 
@@ -100,3 +101,53 @@ def test_viz_imports_neither_torch_streamlit_nor_transformer():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.stdout.strip() == "[]"
+
+
+def _themed_figures(theme) -> dict:
+    tokens = ["<s>", "▁Elle", "▁lit", "."]
+    n = len(tokens)
+    weights = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+    blocked = viz.mask_reasons(n, n, causal=True)
+    return {
+        "head": viz.head_heatmap(weights, tokens, tokens, blocked=blocked, title="t", theme=theme),
+        "compare": viz.compare_figure(weights, weights.T, tokens, tokens, theme=theme),
+        "model view": viz.model_view(np.broadcast_to(weights, (2, 2, n, n)), tokens, tokens, blocked=blocked,
+                                     theme=theme),
+        "head view": viz.head_view(weights[None], tokens, tokens, theme=theme),
+        "loss": viz.loss_curve([{"step": 1, "train_loss": 2.0}, {"step": 2, "train_loss": 1.0}], theme=theme),
+        "positions": viz.pe_heatmap(np.sin(np.arange(24.0)).reshape(6, 4), theme=theme),
+    }
+
+
+def _kept_template(data, layout, theme):
+    """themed_figure as it was: the template left on the figure for Plotly.js to apply."""
+    fig = go.Figure(dict(data=data, layout={key: value for key, value in layout.items() if key != "template"}))
+    fig.layout.template = theme.template
+    return fig
+
+
+def _as_drawn(fig) -> dict:
+    """The figure as Plotly.js fills it in (kaleido runs Plotly.js in the machine's Chromium), less its template."""
+    full = fig.full_figure_for_development(warn=False).to_plotly_json()
+    full["layout"].pop("template", None)
+    # The line colour of shapes a user would draw (the toolbar has no drawing tools) follows the figure's font
+    # colour: the dark theme's once written in, Plotly.js's default while it sat in the template.
+    full["layout"]["newshape"]["line"].pop("color")
+    for trace in full["data"]:
+        trace.pop("uid", None)
+    return full
+
+
+@pytest.mark.slow  # kaleido starts a browser per figure (2 s each): every kind of figure light, two of them dark
+@pytest.mark.parametrize("dark, names", [(False, None), (True, ["head", "model view"])])
+def test_figures_are_drawn_the_same_with_their_template_written_in(monkeypatch, dark, names):
+    # Figures carry no layout.template (Plotly.js would redraw them in full on every Plotly.react) but the values it
+    # held: Plotly.js fills each figure in exactly as it did with the template on it.
+    theme = viz.Theme(dark=dark)
+    written_in = {name: fig for name, fig in _themed_figures(theme).items() if names is None or name in names}
+    assert not [name for name, fig in written_in.items() if "template" in fig.to_plotly_json()["layout"]]
+    monkeypatch.setattr(viz.theme, "themed_figure", _kept_template)
+    monkeypatch.setattr(viz.grid, "themed_figure", _kept_template)
+    kept = _themed_figures(theme)
+    for name, fig in written_in.items():
+        assert _as_drawn(fig) == _as_drawn(kept[name]), name

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
+import plotly.graph_objects as go
 import pandas as pd
 import pyarrow as pa
 import streamlit as st
@@ -186,8 +187,19 @@ PASSES = SharedResults(PASS_BYTES)  # model passes (ui.passes)
 
 
 def once(function: Callable, *args, **kwargs):
-    """function(*args, **kwargs), built once for every session while it stays cached (read-only: see above)."""
-    return RESULTS.get(fingerprint(function, args, kwargs), lambda: function(*args, **kwargs))
+    """function(*args, **kwargs), built once for every session while it stays cached (read-only: see above).
+
+    A Plotly figure gets its key as layout.datarevision: the same key is the same data. Streamlit hands every chart
+    it has drawn to Plotly.react once more, as a copy, and without a datarevision Plotly.js takes each copied array
+    for new data and draws the whole figure again."""
+    key = fingerprint(function, args, kwargs)
+
+    def build():
+        result = function(*args, **kwargs)
+        if isinstance(result, go.Figure):
+            result.layout.datarevision = key
+        return result
+    return RESULTS.get(key, build)
 
 
 def shared_pass(spinner: str):

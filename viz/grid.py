@@ -4,14 +4,13 @@ Each head is drawn as one PNG image (go.Image), not as a heatmap with one SVG ce
 6 x 8 heads that is 3 million cells, which a browser cannot draw and the app cannot ship.
 """
 import numpy as np
-import plotly.graph_objects as go
 
 from .conventions import check_blocked, check_stack
 from .labels import safe_label
 from .layout import grid_layout
 from .panels import axis_names, colour_axis, shared_grid, value_range
 from .png import png_data_uri
-from .theme import Theme, colour_table, css_colour, mask_rgba, merged, theme_layout
+from .theme import Theme, colour_table, css_colour, mask_rgba, merged, theme_layout, themed_figure
 
 # Up to this many cells in all, every panel gets an invisible heatmap whose hover names the query and key tokens
 # and the weight (a click on it also reports the panel). Beyond, that hover data would outweigh the images (at 256
@@ -26,11 +25,12 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     """All heads of `stack` (layers, heads, q_len, k_len) as a layers x heads grid with one colour bar.
 
     Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,
-    head i % heads, and carries meta={"layer": l, "head": h}: the curve number of a click event (or the trace's
-    meta) tells the app which head to open; so do the hover heatmaps that follow them (when the input is small
-    enough, see HOVER_CELLS). Colours are quantised to at most 256 levels per image. blocked: masks as in
-    head_heatmap; with show_masks their colours are blended into the images (the legend names them; switching
-    them needs show_masks=False, as images have no legend toggle). Every token labels the outer axes (the bottom
+    head i % heads, and carries meta=[layer, head] (a list: Plotly.js redraws a figure in full on every update
+    that hands it a dict meta): the curve number of a click event (or the trace's meta) tells the app which head to
+    open; so do the hover heatmaps that follow them (when the input is small enough, see HOVER_CELLS). Colours are
+    quantised to at most 256 levels per image. blocked: masks as in head_heatmap; with show_masks their colours
+    are blended into the images (the legend names them; switching them needs show_masks=False, as images have no
+    legend toggle). Every token labels the outer axes (the bottom
     row's keys, the first column's queries), or every panel's when there are LABEL_EVERY_PANEL panels or fewer;
     the panels grow with the tokens so that each label stays readable (draw the figure at least layout.width x
     layout.height pixels).
@@ -46,7 +46,7 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
         layer, head = divmod(index, heads)
         x_id, y_id = axis_names(index)
-        traces.append(dict(type="image", source=source, name=f"L{layer} H{head}", meta={"layer": layer, "head": head},
+        traces.append(dict(type="image", source=source, name=f"L{layer} H{head}", meta=[layer, head],
                            xaxis=x_id, yaxis=y_id, hoverinfo="skip" if hover_layer else None,
                            hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"))
     if hover_layer:
@@ -57,7 +57,7 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
             x_id, y_id = axis_names(index)
             traces.append(dict(
                 type="heatmap", z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
-                colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], meta={"layer": layer, "head": head},
+                colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], meta=[layer, head],
                 xaxis=x_id, yaxis=y_id,
                 hovertemplate=(f"L{layer} H{head}<br>query: %{{customdata[0]}} (%{{y:d}})<br>key: %{{customdata[1]}}"
                                " (%{x:d})<br>weight: %{z:.4g}<extra></extra>")))
@@ -79,15 +79,21 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
     # showgrid=False: the opaque images hide the grid, which Plotly.js would still draw as one path per tick (at 256
-    # tokens and 6 x 8 heads, 25,000 paths: half the figure's drawing time in Chromium).
+    # tokens and 6 x 8 heads, 25,000 paths: half the figure's drawing time in Chromium). Fixed ranges (queries top
+    # to bottom): with matched axes left to autorange, every Plotly.react (Streamlit's copy after the first draw)
+    # draws the whole figure again.
+    q_len, k_len = stack.shape[2:]
     axes = {}
     for index in range(layers * heads):
         x_id, y_id = axis_names(index)
-        axes[f"xaxis{x_id[1:]}"] = dict(showgrid=False, zeroline=False)
-        axes[f"yaxis{y_id[1:]}"] = dict(showgrid=False, zeroline=False, scaleanchor=False, autorange="reversed")
-    layout = merged(grid, colour_axis("coloraxis", theme.sequential, cmin, cmax, "weight"), sized, axes,
+        axes[f"xaxis{x_id[1:]}"] = dict(showgrid=False, zeroline=False, range=[-0.5, k_len - 0.5], autorange=False)
+        axes[f"yaxis{y_id[1:]}"] = dict(showgrid=False, zeroline=False, scaleanchor=False,
+                                         range=[q_len - 0.5, -0.5], autorange=False)
+    # What Streamlit sets on a chart whose points can be selected: set here, its first redraw finds nothing to change.
+    clicks = dict(clickmode="event+select", hovermode="closest", dragmode="pan")
+    layout = merged(grid, colour_axis("coloraxis", theme.sequential, cmin, cmax, "weight"), sized, axes, clicks,
                     theme_layout(theme, title))
-    return go.Figure(dict(data=traces, layout=layout))
+    return themed_figure(traces, layout, theme)
 
 
 def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:

@@ -57,7 +57,7 @@ def head_view(weights, q_tokens, k_tokens, *, head_names=None, blocked=None, sel
                 y=np.column_stack([-queries, -keys, np.full(len(queries), None)]).ravel(),
                 mode="lines", line=dict(color="rgba({}, {}, {}, {})".format(*colour, level / OPACITY_LEVELS)),
                 name=safe_label(name), legendgroup=f"head {head}", showlegend=False, hoverinfo="skip",
-                meta={"head": head, "opacity": level / OPACITY_LEVELS}))
+                meta=[head, level / OPACITY_LEVELS]))  # a list: see grid.model_view
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=safe_label(name),
                                  line=dict(color="rgb({}, {}, {})".format(*colour)), legendgroup=f"head {head}"))
     for side, tokens, x, position in (("query", q_tokens, 0.0, "middle left"), ("key", k_tokens, 1.0,

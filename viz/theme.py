@@ -5,6 +5,7 @@ Theme(large=True) is lecture mode: fonts twice as big and thicker lines, readabl
 """
 import copy
 import functools
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,10 +104,10 @@ def colour_table(colorscale, n: int) -> np.ndarray:
 
 
 def theme_layout(theme: Theme, title: str = "") -> dict:
-    """The layout part of the theme: template, fonts, the legend's place, and `title` (escaped: it may hold tokens).
-    Figures built as dicts merge it in (with their annotations' fonts and traces' sizes set as apply_theme does)."""
+    """The layout part of the theme: fonts, the legend's place, and `title` (escaped: it may hold tokens). Figures
+    built as dicts merge it in (with their annotations' fonts and traces' sizes set as apply_theme does), then go
+    through themed_figure for the template."""
     return dict(
-        template=theme.template,
         font=dict(size=theme.font_size),
         title=dict(text=safe_label(title), font=dict(size=theme.title_size)),
         hoverlabel=dict(font=dict(size=theme.font_size)),
@@ -126,11 +127,62 @@ def merged(base: dict, *updates: dict) -> dict:
     return result
 
 
+# Template entries for subplot kinds the figures never draw: written into a layout, some would draw an empty subplot.
+_UNUSED_SUBPLOTS = {"polar", "ternary", "scene", "geo", "mapbox", "map", "smith"}
+
+
+def inline_template(layout: dict, data: list[dict], template: dict) -> tuple[dict, list[dict]]:
+    """`layout` and `data` (plain dicts) with `template`'s values written in wherever they set none, as Plotly.js
+    applies a template: its layout's xaxis, yaxis and coloraxis to every axis of that kind (and to the x and y
+    axes the traces use), its annotationdefaults to every annotation, its other entries key by key; its data's
+    entries for a trace type to the traces of that type in turn.
+
+    Why: Plotly.js compares a figure's layout.template by identity, so a figure that carries one is drawn again in
+    full by every Plotly.react, and Streamlit reacts once with a copy of each chart it has just drawn."""
+    layout = {key: value for key, value in layout.items() if key != "template"}
+    axes = {f"{letter}axis{trace.get(letter + 'axis', letter)[1:]}" for trace in data for letter in "xy"}
+    for key, value in template.get("layout", {}).items():
+        if key in ("xaxis", "yaxis", "coloraxis"):
+            names = {name for name in layout if re.fullmatch(key + r"\d*", name)}
+            for name in names | {axis for axis in axes if axis.startswith(key)}:
+                axis = layout.get(name, {})
+                # Plotly.js draws an axis line when the figure (not its template) gives the line a colour or width.
+                implied = {} if key == "coloraxis" or {"showline", "linecolor", "linewidth"} & set(axis) else {
+                    "showline": False}
+                layout[name] = merged(implied, value, axis)
+        elif key.endswith("defaults"):  # annotationdefaults: each of layout.annotations
+            items = key.removesuffix("defaults") + "s"
+            if items in layout:
+                layout[items] = [merged(value, item) for item in layout[items]]
+        elif key in layout:
+            layout[key] = merged(value, layout[key]) if isinstance(value, dict) and isinstance(layout[key], dict) \
+                else layout[key]
+        elif key not in _UNUSED_SUBPLOTS:
+            layout[key] = value
+    seen: dict[str, int] = {}  # traces of each type so far
+    themed = []
+    for trace in data:
+        kind = trace.get("type", "scatter")
+        entries = template.get("data", {}).get(kind) or [{}]
+        index = seen[kind] = seen.get(kind, -1) + 1
+        themed.append(merged({key: value for key, value in entries[index % len(entries)].items() if key != "type"},
+                             trace))
+    return layout, themed
+
+
+def themed_figure(data: list[dict], layout: dict, theme: Theme) -> go.Figure:
+    """The figure of `data` and `layout` (plain dicts) with the theme's template written in (inline_template) and
+    none left on it (plotly.py would otherwise add its default template)."""
+    layout, data = inline_template(layout, data, theme.template)
+    fig = go.Figure(dict(data=data, layout=layout))
+    fig.layout.template = None
+    return fig
+
+
 def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
-    """Give `fig` the theme's template, fonts and line widths, and `title` (escaped: it may hold tokens)."""
-    layout = theme_layout(theme, title)
-    fig.layout.template = layout.pop("template")  # replaced: update_layout would merge it into the figure's own
-    fig.update_layout(layout)
+    """`fig` with the theme's template (written in: see inline_template), fonts and line widths, and `title`
+    (escaped: it may hold tokens). A new figure: use the one returned."""
+    fig.update_layout(theme_layout(theme, title))
     fig.update_annotations(font_size=theme.font_size)  # subplot titles and notes
     fig.update_traces(line_width=theme.line_width, marker_size=theme.marker_size, selector=dict(type="scatter"))
-    return fig
+    return themed_figure([trace.to_plotly_json() for trace in fig.data], fig.layout.to_plotly_json(), theme)

@@ -22,12 +22,12 @@ def open_head(layer: int, head: int) -> None:
 
 def open_clicked(panels: list) -> None:
     """A click on a panel (its invisible hover heatmap reports the point): open that panel's head. panels: each
-    trace's meta ({"layer", "head"} or None), by curve number."""
+    trace's meta ([layer, head] or None), by curve number."""
     points = st.session_state[FIGURE_KEY]["selection"]["points"]
     for point in points:
         meta = panels[point["curve_number"]] if point.get("curve_number", -1) < len(panels) else None
         if meta:
-            open_head(meta["layer"], meta["head"])
+            open_head(*meta)
             return
 
 
@@ -39,7 +39,7 @@ def render(page: Page) -> None:
     figure = shown(page, kind, page.analysis.stack(kind), words)
     fig = once(viz.model_view, figure.weights, figure.q_labels, figure.k_labels, blocked=figure.blocked,
                show_masks=show_masks, title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
-    panels = [trace.meta if isinstance(trace.meta, dict) else None for trace in fig.data]
+    panels = [tuple(trace.meta) if trace.meta is not None else None for trace in fig.data]
     show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
                 selection_mode="points")
     produces_caption(figure)
