@@ -47,6 +47,23 @@ def link_text(url: str) -> str | None:
     return urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("text", [None])[0]
 
 
+# Lists the figures Plotly.js draws in full more than once in the same chart (plotly_beforeplot starts a full drawing;
+# a chart's figure is known by its datarevision, which ui.shared.once sets). A chart is watched from Plotly's first
+# call on it, so its figure then counts as drawn; Streamlit may later reuse the chart for another figure.
+COUNT_REDRAWS = """window.__redrawn = [];
+new MutationObserver(() => document.querySelectorAll('.js-plotly-plot').forEach(chart => {
+    if (chart.__drawn || !chart.on) return;
+    chart.__drawn = new Set([(chart.layout || {}).datarevision]);
+    chart.on('plotly_beforeplot', () => {
+        const layout = chart.layout || {};
+        if (chart.__drawn.has(layout.datarevision)) {
+            window.__redrawn.push(`${(layout.title || {}).text}, datarevision ${layout.datarevision}`);
+        }
+        chart.__drawn.add(layout.datarevision);
+    });
+})).observe(document, {childList: true, subtree: true});"""
+
+
 def test_every_view_in_a_browser(server, tmp_path):
     folders = [tmp_path] + ([Path(os.environ["ATLAS_SCREENSHOTS"])] if os.environ.get("ATLAS_SCREENSHOTS") else [])
     for folder in folders:
@@ -59,6 +76,9 @@ def test_every_view_in_a_browser(server, tmp_path):
             page.set_default_timeout(RUN_S * 1000)
             page.on("console", lambda message: message.type == "error" and problems.append(message.text))
             page.on("pageerror", lambda error: problems.append(str(error)))
+            # Streamlit hands each chart it has drawn to Plotly.react once more, as a copy: the figures are built so
+            # that this redraws nothing (viz.theme.inline_template, ui.shared.once's datarevision).
+            page.add_init_script(COUNT_REDRAWS)
             page.goto(server)
             page.wait_for_selector(".js-plotly-plot")
             wait_for_rerun(page)
@@ -89,6 +109,12 @@ def test_every_view_in_a_browser(server, tmp_path):
                         wait_for_rerun(page)
                     page.get_by_text("Step 2: the", exact=False).first.wait_for()
                 assert not page.locator('[data-testid="stException"]').count(), view.key
+                # Streamlit's copy comes after a chart's first drawing. Checked on the session's first views: later
+                # ones can reuse another view's chart, which Streamlit may redraw at its new size first.
+                if view.key in ("attention", "model"):
+                    page.wait_for_timeout(300)
+                    redrawn = page.evaluate("window.__redrawn")
+                    assert not redrawn, f"{view.key}: drawn again in full: {redrawn}"
                 for folder in folders:
                     page.screenshot(path=folder / f"{view.label.lower().replace(' ', '-')}.png")
         finally:

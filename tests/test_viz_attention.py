@@ -50,7 +50,7 @@ def test_head_heatmap_ticks_are_the_escaped_tokens_in_order():
     fig = viz.head_heatmap(_weights(), TOKENS, TOKENS)
     assert fig.layout.xaxis.ticktext == ESCAPED and fig.layout.yaxis.ticktext == ESCAPED
     assert fig.layout.xaxis.tickvals == (0, 1, 2, 3, 4)
-    assert fig.layout.yaxis.autorange == "reversed"  # first query at the top
+    assert fig.layout.xaxis.range == (-0.5, 4.5) and fig.layout.yaxis.range == (4.5, -0.5)  # first query on top
 
 
 def test_head_heatmap_hover_carries_tokens_weight_and_raw_score_of_a_cell():

@@ -170,10 +170,22 @@ def inline_template(layout: dict, data: list[dict], template: dict) -> tuple[dic
     return layout, themed
 
 
+def _listed(value):
+    """`value` with its one-dimensional numeric arrays, at any depth of dicts, as lists. plotly.py sends a numpy
+    array as a typed array, which Plotly.js compares by identity: a copy handed to Plotly.react (Streamlit sends
+    one) looks like new data and the whole figure is drawn again. Two-dimensional arrays arrive as lists of rows,
+    which Plotly.js compares by datarevision."""
+    if isinstance(value, dict):
+        return {key: _listed(item) for key, item in value.items()}
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "biuf":
+        return value.tolist()
+    return value
+
+
 def themed_figure(data: list[dict], layout: dict, theme: Theme) -> go.Figure:
-    """The figure of `data` and `layout` (plain dicts) with the theme's template written in (inline_template) and
-    none left on it (plotly.py would otherwise add its default template)."""
-    layout, data = inline_template(layout, data, theme.template)
+    """The figure of `data` and `layout` (plain dicts) with the theme's template written in (inline_template), none
+    left on it (plotly.py would otherwise add its default template) and its traces' 1-D arrays as lists (_listed)."""
+    layout, data = inline_template(layout, [_listed(trace) for trace in data], theme.template)
     fig = go.Figure(dict(data=data, layout=layout))
     fig.layout.template = None
     return fig
