@@ -23,8 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
-import plotly.graph_objects as go
 import pandas as pd
+import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
 

@@ -6,7 +6,7 @@ Each head is drawn as one PNG image (go.Image), not as a heatmap with one SVG ce
 import numpy as np
 
 from .conventions import check_blocked, check_stack
-from .labels import safe_label
+from .labels import safe_label, token_range
 from .layout import grid_layout
 from .panels import axis_names, colour_axis, shared_grid, value_range
 from .png import png_data_uri
@@ -79,16 +79,14 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
     # showgrid=False: the opaque images hide the grid, which Plotly.js would still draw as one path per tick (at 256
-    # tokens and 6 x 8 heads, 25,000 paths: half the figure's drawing time in Chromium). Fixed ranges (queries top
-    # to bottom): with matched axes left to autorange, every Plotly.react (Streamlit's copy after the first draw)
-    # draws the whole figure again.
+    # tokens and 6 x 8 heads, 25,000 paths: half the figure's drawing time in Chromium).
     q_len, k_len = stack.shape[2:]
     axes = {}
     for index in range(layers * heads):
         x_id, y_id = axis_names(index)
-        axes[f"xaxis{x_id[1:]}"] = dict(showgrid=False, zeroline=False, range=[-0.5, k_len - 0.5], autorange=False)
+        axes[f"xaxis{x_id[1:]}"] = dict(showgrid=False, zeroline=False, **token_range(k_len))
         axes[f"yaxis{y_id[1:]}"] = dict(showgrid=False, zeroline=False, scaleanchor=False,
-                                         range=[q_len - 0.5, -0.5], autorange=False)
+                                         **token_range(q_len, top_down=True))
     # What Streamlit sets on a chart whose points can be selected: set here, its first redraw finds nothing to change.
     clicks = dict(clickmode="event+select", hovermode="closest", dragmode="pan")
     layout = merged(grid, colour_axis("coloraxis", theme.sequential, cmin, cmax, "weight"), sized, axes, clicks,

@@ -19,3 +19,11 @@ def token_axis(tokens) -> dict:
     """
     return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[safe_label(t) for t in tokens],
                 ticklabeloverflow="allow")
+
+
+def token_range(count: int, top_down: bool = False) -> dict:
+    """A fixed range for `count` cells at positions 0 .. count - 1 (the one Plotly.js would pick), the first at the
+    top when top_down (queries). Fixed, because matched axes left to autorange make every Plotly.react (Streamlit
+    sends a copy of each chart it has drawn) draw the whole figure again."""
+    low, high = -0.5, count - 0.5
+    return dict(range=[high, low] if top_down else [low, high], autorange=False)

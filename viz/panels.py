@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .conventions import check_blocked, check_matrix
-from .labels import safe_label, token_axis
+from .labels import safe_label, token_axis, token_range
 from .theme import css_colour, mask_rgba
 
 
@@ -119,7 +119,5 @@ def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None
     ), row=row, col=col)
     if show_masks:
         add_mask_overlays(fig, blocked, row=row, col=col, show_legend=show_legend)
-    # Fixed ranges, the ones Plotly.js would choose, rows top to bottom: matched axes left to autorange make every
-    # Plotly.react (Streamlit's copy after the first drawing) draw the whole figure again.
-    fig.update_xaxes(token_axis(col_tokens), range=[-0.5, len(col_tokens) - 0.5], autorange=False, row=row, col=col)
-    fig.update_yaxes(token_axis(row_tokens), range=[len(row_tokens) - 0.5, -0.5], autorange=False, row=row, col=col)
+    fig.update_xaxes({**token_axis(col_tokens), **token_range(len(col_tokens))}, row=row, col=col)
+    fig.update_yaxes({**token_axis(row_tokens), **token_range(len(row_tokens), top_down=True)}, row=row, col=col)
