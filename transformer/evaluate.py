@@ -21,6 +21,7 @@ import torch
 from .checkpoint import CARD_FILE, Checkpoint
 from .data import joined_pairs, read_parallel, source_ids, split_dev
 from .decoding import beam_search, greedy
+from .device import model_device
 from .model import Transformer
 from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_example
 from .tokenizer import Tokenizer
@@ -49,6 +50,7 @@ def translate_texts(
         src = torch.full((len(chunk), width), config.pad_id, dtype=torch.long)
         for row, i in enumerate(chunk):
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
+        src = src.to(model_device(model))  # (batch, width) where the model is: a model trained on a GPU decodes there
         limit = 2 * width + 10  # outputs are never much longer than inputs: don't let a poor model ramble
         decoded = (greedy(model, src, limit) if beam_size == 1
                    else beam_search(model, src, beam_size, limit, length_penalty))

@@ -388,8 +388,9 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
     config = TransformerConfig.load(args.out / CONFIG_FILE)
     model = Transformer(config)
     model.load_state_dict(torch.load(args.out / WEIGHTS_FILE, weights_only=True))
-    model.eval()
+    model.to(device).eval()  # decode the dev split where training ran, then save from the CPU
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
+    model.cpu()
     metric = score(args.task, predictions, [t for _, t in dev_pairs])
     launcher = f"torchrun --nproc_per_node={world} -m transformer.train" if world > 1 else "python -m transformer.train"
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {world} process(es), torch {torch.__version__}"
