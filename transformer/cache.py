@@ -14,18 +14,47 @@ import torch
 @dataclass
 class AttentionCache:
     grows: bool  # self-attention: append each step's keys; cross-attention: project the memory once and keep it
-    keys: torch.Tensor | None = None  # (batch, heads, k_len, d_head)
-    values: torch.Tensor | None = None  # (batch, heads, k_len, d_head)
+    keys: torch.Tensor | None = None  # (batch, heads, k_len, d_head); while growing, a view of key_room
+    values: torch.Tensor | None = None  # (batch, heads, k_len, d_head); while growing, a view of value_room
+    # Self-attention writes each step's keys and values into room kept for later steps, (batch, heads, capacity,
+    # d_head), doubled when full: appending with torch.cat copied every earlier step's keys at every step, a quarter
+    # of a 256-token greedy decode.
+    key_room: torch.Tensor | None = None
+    value_room: torch.Tensor | None = None
 
     def keys_values(self, project) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values to attend over; `project()` gives the new ones (called unless they are kept)."""
         if self.keys is not None and not self.grows:
             return self.keys, self.values
         keys, values = project()
-        if self.keys is not None:
-            keys, values = torch.cat([self.keys, keys], dim=2), torch.cat([self.values, values], dim=2)
-        self.keys, self.values = keys, values
-        return keys, values
+        if not self.grows:
+            self.keys, self.values = keys, values
+            return keys, values
+        old = 0 if self.keys is None else self.keys.size(2)
+        length = old + keys.size(2)
+        if self.key_room is None or self.key_room.size(2) < length:
+            capacity = max(length, 2 * old)
+            self.key_room = self._room(self.keys, keys, capacity)
+            self.value_room = self._room(self.values, values, capacity)
+        self.key_room[:, :, old:length] = keys
+        self.value_room[:, :, old:length] = values
+        self.keys, self.values = self.key_room[:, :, :length], self.value_room[:, :, :length]
+        return self.keys, self.values
+
+    @staticmethod
+    def _room(kept: torch.Tensor | None, new: torch.Tensor, capacity: int) -> torch.Tensor:
+        """(batch, heads, capacity, d_head) holding `kept` at its start."""
+        batch, heads, _, d_head = new.shape
+        room = new.new_empty(batch, heads, capacity, d_head)
+        if kept is not None:
+            room[:, :, : kept.size(2)] = kept
+        return room
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep rows `index` of the growing keys and values (beam search)."""
+        length = self.keys.size(2)
+        self.key_room, self.value_room = self.key_room[index], self.value_room[index]
+        self.keys, self.values = self.key_room[:, :, :length], self.value_room[:, :, :length]
 
 
 class DecoderCache:
@@ -52,4 +81,4 @@ class DecoderCache:
         memory, so reordering them within an input changes no value (and copied 6 layers of them every step)."""
         self.tokens = self.tokens[index]
         for cache in self.self_attn:
-            cache.keys, cache.values = cache.keys[index], cache.values[index]
+            cache.select(index)
