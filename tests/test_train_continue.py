@@ -6,7 +6,7 @@ import torch
 
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
-from transformer.data import joined_pairs
+from transformer.data import CLAUSE_JOINS, clause_joined_pairs, joined_pairs
 from transformer.evaluate import length_bucket
 from transformer.train import Progress, main, select_snapshots
 
@@ -55,6 +55,30 @@ def test_joined_pairs_join_both_sides_in_the_same_order():
         parts = source.split()
         assert 2 <= len(parts) <= 3 and len(set(parts)) == len(parts)
         assert target.split() == [part.replace("s", "t") for part in parts]
+
+
+def test_clause_joined_pairs_make_one_sentence_of_two_statements():
+    pairs = [("I am cold.", "J'ai froid."), ("He is tired.", "Il est fatigué."), ("Tom is here.", "Tom est ici."),
+             ("Yes, he is.", "Si, il l'est."), ("Is he here?", "Est-il ici ?"), ("Run!", "Cours !")]
+    # Each statement as the second clause: a word the corpus has in lower case inside a sentence is lower-cased
+    # ("he", "il"; "si" is not: it only starts one); names and "I" keep their capitals.
+    as_second = {"I am cold.": ("I am cold", "J'ai froid"), "He is tired.": ("he is tired", "il est fatigué"),
+                 "Tom is here.": ("Tom is here", "Tom est ici"), "Yes, he is.": ("Yes, he is", "Si, il l'est")}
+    joined = clause_joined_pairs(pairs, 200, random.Random(0))
+    assert len(joined) == 200
+    seen = set()
+    for source, target in joined:
+        matches = [(english, french, first, second)
+                   for english, french in CLAUSE_JOINS for first in as_second for second in as_second
+                   if first != second and source == f"{first[:-1]}{english} {as_second[second][0]}."]
+        assert len(matches) == 1, source  # two different statements, one conjunction, no question or exclamation
+        english, french, first, second = matches[0]
+        expected = f"{dict(pairs)[first][:-1]}{french} {as_second[second][1]}."
+        assert target == expected.replace("que il", "qu'il")  # "que" elided before a vowel, and only then
+        seen.add(english)
+    assert seen == {english for english, _ in CLAUSE_JOINS}
+    assert any(target.endswith(" parce qu'il est fatigué.") for _, target in joined)
+    assert any(target.endswith(" parce que Tom est ici.") for _, target in joined)
 
 
 def test_length_buckets():

@@ -136,6 +136,36 @@ def joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rando
     return [tuple(" ".join(side) for side in zip(*rng.sample(pairs, rng.choice((2, 3))))) for _ in range(count)]
 
 
+# Conjunctions that make one sentence of two statements, English and French. The joined statements are unrelated,
+# but the shape is what the corpus lacks: no English sentence in it is over 9 words, so a model trained on it alone
+# ends a long sentence after its first clause.
+CLAUSE_JOINS = ((", and", ", et"), (", but", ", mais"), (" because", " parce que"), (" when", " quand"),
+                (", so", ", donc"))
+_ELIDED_QUE = re.compile(r"\bque ([aeiouyàâéèêîôûAEIOUYÀÂÉÈÊÎÔÛ])")  # "parce que il" is written "parce qu'il"
+
+
+def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` pairs, each two statements of `pairs` (both sides ending in ".") made one sentence with a conjunction
+    of CLAUSE_JOINS: "I am cold." + "He is tired." -> "I am cold because he is tired." on both sides. The second
+    statement's first word is lower-cased only if the corpus has it in lower case inside a sentence, so "Tom" and
+    "I" keep their capitals."""
+    statements = [pair for pair in pairs if pair[0].endswith(".") and pair[1].endswith(".")]
+    inside = {word for pair in pairs for side in pair for word in side.split()[1:]}
+
+    def second(sentence: str) -> str:
+        first, _, rest = sentence.partition(" ")
+        lower = first[:1].lower() + first[1:]
+        return " ".join(part for part in ((lower if lower in inside else first), rest) if part)
+
+    joined = []
+    for _ in range(count):
+        (source_a, target_a), (source_b, target_b) = rng.sample(statements, 2)
+        english, french = rng.choice(CLAUSE_JOINS)
+        target = _ELIDED_QUE.sub(r"qu'\1", f"{target_a[:-1]}{french} {second(target_b)}")
+        joined.append((f"{source_a[:-1]}{english} {second(source_b)}", target))
+    return joined
+
+
 def token_batches(
     examples: Sequence[Example], max_tokens: int, rng: random.Random | None
 ) -> list[list[int]]:

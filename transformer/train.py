@@ -32,7 +32,9 @@ from tqdm import tqdm
 from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
-from .data import collate, joined_pairs, read_parallel, source_ids, split_dev, target_ids, token_batches
+from .data import (
+    clause_joined_pairs, collate, joined_pairs, read_parallel, source_ids, split_dev, target_ids, token_batches,
+)
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
 from .tasks import generate
@@ -105,6 +107,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--concat", type=float, default=0.0,
                        help="translate: add this share of extra training pairs made of 2-3 pairs joined, so the "
                             "model meets inputs longer than the corpus's sentences")
+    train.add_argument("--concat-clauses", type=float, default=0.0,
+                       help="translate: add this share of extra training pairs made of two statements joined into "
+                            "one sentence by a conjunction (', and' / ', et', ' because' / ' parce que', ...), so the "
+                            "model meets long single sentences")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--resume", action="store_true",
                        help=f"continue from OUT/{RESUME_FILE} (written at each evaluation) if present, "
@@ -278,7 +284,9 @@ def main(argv: list[str] | None = None) -> Transformer:
     initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
     config = initial.config if initial else build_config(args, src_tok, tgt_tok)
     args.max_len = config.max_len
-    extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), random.Random(args.seed))
+    rng = random.Random(args.seed)
+    extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), rng)
+    extra += clause_joined_pairs(train_pairs, round(args.concat_clauses * len(train_pairs)), rng)
     train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
     dev_eval_pairs = dev_pairs[: args.dev_eval_size]
     dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
