@@ -13,7 +13,9 @@ from transformer import TransformerConfig, load_checkpoint
 from transformer.checkpoint import CARD_FILE, CONFIG_FILE
 from transformer.data import read_parallel, split_dev, words
 from transformer.decoding import beam_search
-from transformer.evaluate import FLOORS, METRICS, evaluate, evaluation_cases, fresh_examples
+from transformer.evaluate import (
+    FLOORS, METRICS, evaluate, evaluation_cases, fresh_examples, joined_cases, score, translate_texts,
+)
 
 SHIPPED = ("dates", "eng-fra", "reverse", "reverse-1layer")
 # Shipped to be compared with a partner (the app's Compare -> two checkpoints): the same vocabulary and data, one idea
@@ -114,6 +116,25 @@ def test_eng_fra_meets_its_bleu_floor_on_the_whole_dev_split():
     result = evaluate(checkpoint, evaluation_cases(checkpoint, 1, data=str(corpus)))
     assert result["metric"] == METRICS["translate"] and result["inputs"] == checkpoint.card.metrics["dev_pairs"]
     assert result["overall"] >= FLOORS["translate"]
+
+
+def test_long_inputs_made_of_dev_pairs_are_scored_apart_from_the_dev_split():
+    """`--joined`: 2-3 dev pairs joined, and two dev statements made one sentence by a conjunction, each get their own
+    BLEU and leave the dev split's as it is."""
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
+    cases = [("1-5 words", "I am cold.", "J'ai froid."), ("1-5 words", "He is tired.", "Il est fatigué."),
+             ("1-5 words", "Tom is here.", "Tom est ici."), ("1-5 words", "It is raining.", "Il pleut."),
+             ("6-10 words", "The children are playing in the garden.", "Les enfants jouent dans le jardin.")]
+    long = joined_cases(cases, count=6)
+    clauses = [(source, target) for case, source, target in long if case == "clauses"]
+    assert len(clauses) == 6 and len(long) == 12
+    assert all(" " in target and target.count(".") == 1 for _, target in clauses)  # one sentence each
+    result = evaluate(checkpoint, cases + long)
+    assert result["inputs"] == len(cases)
+    assert result["overall"] == evaluate(checkpoint, cases)["overall"]
+    predicted = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
+                                [source for source, _ in clauses])
+    assert result["per_case"]["clauses"] == score("translate", predicted, [target for _, target in clauses])
 
 
 def test_eng_fra_snapshots_show_bleu_rising():

@@ -3,7 +3,9 @@
 reverse: fresh random strings of every length 1-30; dates: fresh dates in every format; translate: the dev split of
 the training corpus, rebuilt from what the card records (the corpus must be at the recorded path, or pass --data),
 scored by BLEU and chrF overall and by source length in words. A corpus of short sentences has no long dev inputs, so
-translation is also scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way.
+translation is also scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way, and on
+"clauses": two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
+that drops a sentence's second clause loses BLEU.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import sacrebleu
 import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
-from .data import joined_pairs, read_parallel, source_ids, split_dev
+from .data import clause_joined_pairs, joined_pairs, read_parallel, source_ids, split_dev
 from .decoding import beam_search, greedy
 from .device import model_device
 from .model import Transformer
@@ -33,6 +35,7 @@ FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0}
 FRESH_SEED = 20261122  # fresh test inputs: a seed no training run uses
 LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))  # source words, for translation's breakdown by length
 JOINED_DEV_PAIRS = 1000  # long translation inputs made by joining dev pairs
+LONG_INPUT_CASES = ("joined", "clauses")  # made of dev pairs: scored apart from the dev split's own BLEU
 
 
 def translate_texts(
@@ -98,15 +101,20 @@ def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | None = N
 
 
 def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIRS) -> list[tuple[str, str, str]]:
-    """Long translation inputs the corpus lacks: 2-3 dev pairs joined, cased "joined, N words"."""
-    joined = joined_pairs([(source, target) for _, source, target in cases], count, random.Random(FRESH_SEED))
-    return [(f"joined, {length_bucket(source)}", source, target) for source, target in joined]
+    """Long translation inputs the corpus lacks, made of the dev pairs of `cases`: 2-3 pairs joined, cased "joined, N
+    words", and two statements joined by a conjunction into one sentence, cased "clauses"."""
+    pairs = [(source, target) for _, source, target in cases]
+    joined = joined_pairs(pairs, count, random.Random(FRESH_SEED))
+    clauses = clause_joined_pairs(pairs, count, random.Random(FRESH_SEED))
+    return ([(f"joined, {length_bucket(source)}", source, target) for source, target in joined]
+            + [("clauses", source, target) for source, target in clauses])
 
 
 def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1,
              length_penalty: float = 0.6) -> dict:
     """The task's metric overall and per case, the worst case, whether the floor is met, and the errors.
-    Translation: overall BLEU and chrF over the cases not named "joined", whose scores stand apart in per_case."""
+    Translation: overall BLEU and chrF over the cases not named as LONG_INPUT_CASES, whose scores stand apart in
+    per_case."""
     task = checkpoint.card.task
     predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
                                   [source for _, source, _ in cases], beam_size=beam_size,
@@ -116,7 +124,7 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
         by_case.setdefault(case, ([], []))[0].append(prediction)
         by_case[case][1].append(target)
     per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in sorted(by_case.items())}
-    main = [(p, target) for (case, _, target), p in zip(cases, predictions) if not case.startswith("joined")]
+    main = [(p, target) for (case, _, target), p in zip(cases, predictions) if not case.startswith(LONG_INPUT_CASES)]
     overall = score(task, [p for p, _ in main], [target for _, target in main])
     # Translation's floor is on corpus BLEU; the synthetic tasks' is on every case.
     worst = overall if task == "translate" else min(per_case.values())
@@ -154,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
     parser.add_argument("--joined", action="store_true",
-                        help="translate: also score long inputs of 2-3 joined dev pairs")
+                        help="translate: also score long inputs of 2-3 joined dev pairs, and of two dev statements "
+                             "joined by a conjunction")
     parser.add_argument("--show", type=int, default=5, help="print this many errors")
     parser.add_argument("--record", action="store_true", help="write the figures into the checkpoint's card.json")
     args = parser.parse_args(argv)
