@@ -16,7 +16,7 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     main(every_ten + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5"])
     first = json.loads((tmp_path / "first" / "card.json").read_text())
     continued = main(every_ten + ["--out", str(tmp_path / "second"), "--init-from", str(tmp_path / "first"),
-                                      "--steps", "20", "--snapshots", "0"])
+                                      "--steps", "20", "--snapshots", "0", "--d-ff", "8"])
     card = json.loads((tmp_path / "second" / "card.json").read_text())
     steps = [entry["step"] for entry in card["history"]]
     assert steps == [10, 20, 30, 40]  # the first run's evaluations, then ours counted after its 20 steps
@@ -33,6 +33,7 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     assert (tmp_path / "second" / "src.model").read_bytes() == (tmp_path / "first" / "src.model").read_bytes()
     assert card["training_command"].splitlines()[0] == first["training_command"]
     assert "--init-from" in card["training_command"].splitlines()[1]
+    assert card["training"]["d_ff"] == first["training"]["d_ff"] != 8  # the architecture it continued, not the flag
 
 
 def test_select_snapshots_keeps_first_each_threshold_and_last_before_best(tmp_path):
@@ -41,10 +42,22 @@ def test_select_snapshots_keeps_first_each_threshold_and_last_before_best(tmp_pa
                         snapshots=[{"name": f"step_{s:06d}", "step": s, "dev_metric": m} for s, m in metrics.items()])
     for snapshot in progress.snapshots:
         (tmp_path / f"{snapshot['name']}.pt").write_bytes(b"x")
-    select_snapshots(progress, [5, 20], tmp_path)
+    select_snapshots(progress, [5, 20], tmp_path, final_step=600)
     kept = [s["step"] for s in progress.snapshots]
-    assert kept == [0, 200, 400, 500]  # first state, first > 5, first > 20, last before the best (600)
+    assert kept == [0, 200, 400, 500]  # first state, first > 5, first > 20, last before the final weights (600)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"step_{s:06d}.pt" for s in kept]
+
+
+def test_keep_last_gives_the_checkpoint_the_last_state_not_the_best(tmp_path):
+    """--keep last: model.pt is the state after the last step (a cool-down's end) even where an earlier quick
+    evaluation scored higher, and the last snapshot kept is the one before it."""
+    trained = main(TINY_TRAINING + ["--out", str(tmp_path), "--steps", "30", "--eval-every", "10", "--cooldown", "0.5",
+                                    "--snapshot-metrics", "0.5", "--keep", "last"])
+    card = json.loads((tmp_path / "card.json").read_text())
+    assert [entry["step"] for entry in card["history"]] == [10, 20, 30]
+    for name, tensor in load_checkpoint(tmp_path).model.state_dict().items():
+        assert torch.equal(tensor, trained.state_dict()[name]), name
+    assert max(s["step"] for s in card["snapshots"]) == 20
 
 
 def test_joined_pairs_join_both_sides_in_the_same_order():

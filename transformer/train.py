@@ -60,6 +60,11 @@ DESCRIPTIONS = {
 }
 
 
+# What an --init-from run takes from the checkpoint it continues (its card records them as they are).
+INHERITED = ("vocab_size", "shared_vocab", "d_model", "num_heads", "layers", "d_ff", "dropout", "max_len", "norm_first",
+             "positional", "activation")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m transformer.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,6 +106,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--snapshot-metrics", default="",
                        help="instead of --snapshots: keep the first state, the first evaluation whose dev metric "
                             "exceeds each of these values (e.g. 5,20) and the last evaluation before the final one")
+    train.add_argument("--keep", choices=("best", "last"), default="best",
+                       help="the weights the checkpoint gets: those of the best dev evaluation (the trainer's quick "
+                            "one: greedy on --dev-eval-size pairs), or the last state, e.g. after a cool-down to 0")
     train.add_argument("--init-from", type=Path,
                        help="continue from this checkpoint folder: its weights, architecture, tokenizers, history "
                             "and snapshots, with a fresh optimizer, warm-up and cool-down")
@@ -255,12 +263,11 @@ def encode_examples(args, pairs: list[tuple[str, str]], src_tok: Tokenizer, tgt_
     return [(source_ids(src_tok, s, args.max_len)[0], target_ids(tgt_tok, t, args.max_len)) for s, t in pairs]
 
 
-def select_snapshots(progress: Progress, thresholds: list[float], folder: Path) -> None:
+def select_snapshots(progress: Progress, thresholds: list[float], folder: Path, final_step: int) -> None:
     """Keep the snapshots that show the model forming: the first state, the first whose dev metric exceeds each
-    threshold, and the last one before the best (final) weights; delete the files of the others."""
+    threshold, and the last one before the final weights (those of `final_step`); delete the files of the others."""
     snapshots = sorted(progress.snapshots, key=lambda s: s["step"])
-    best_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
-    earlier = [s for s in snapshots if s["step"] < best_step]
+    earlier = [s for s in snapshots if s["step"] < final_step]
     keep = {id(earlier[0]), id(earlier[-1])} if earlier else set()
     for threshold in thresholds:
         above = [s for s in earlier if s["dev_metric"] > threshold]
@@ -327,9 +334,9 @@ def main(argv: list[str] | None = None) -> Transformer:
             entry["train_loss"] = round(train_loss, 4)
         if not any(e["step"] == entry["step"] for e in progress.history):
             progress.history.append(entry)
-        if metrics["dev_metric"] >= progress.best_metric:
+        if args.keep == "best" and metrics["dev_metric"] >= progress.best_metric:
             progress.best_metric = metrics["dev_metric"]
-            save_state_dict(model, args.out / "model.pt")
+            save_state_dict(model, args.out / WEIGHTS_FILE)
             config.save(args.out / "config.json")
         if thresholds:
             save_snapshot(metrics["dev_metric"])
@@ -381,8 +388,14 @@ def main(argv: list[str] | None = None) -> Transformer:
     if bar is not None:
         bar.close()
     if rank == 0:
+        if args.keep == "last":
+            save_state_dict(model, args.out / WEIGHTS_FILE)
+            config.save(args.out / CONFIG_FILE)
+            final_step = progress.step_offset + progress.step
+        else:
+            final_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
         if thresholds:
-            select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR)
+            select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR, final_step)
         write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok, initial)
     if world > 1:
         dist.barrier()
@@ -392,7 +405,7 @@ def main(argv: list[str] | None = None) -> Transformer:
 
 def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok,
                initial: Checkpoint | None) -> None:
-    """Final metric of the best weights on the whole dev set, and everything the app and a reader need."""
+    """Final metric of the kept weights on the whole dev set, and everything the app and a reader need."""
     config = TransformerConfig.load(args.out / CONFIG_FILE)
     model = Transformer(config)
     model.load_state_dict(torch.load(args.out / WEIGHTS_FILE, weights_only=True))
@@ -410,6 +423,8 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
     training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
     if initial:
         command = f"{initial.card.training_command}\n{command}"
+        # The architecture and vocabularies are the earlier run's, whatever this run's defaults for them say.
+        training.update({key: initial.card.training[key] for key in INHERITED if key in initial.card.training})
     card = ModelCard(
         name=args.out.name,
         task=args.task,
