@@ -326,6 +326,11 @@ def main(argv: list[str] | None = None) -> Transformer:
         progress.snapshots.append({"name": name, "step": step, "fraction": round(step / total_steps, 4),
                                    "dev_metric": round(metric, 4)})
 
+    def keep_weights() -> None:
+        """The current weights become the checkpoint's (--keep)."""
+        save_state_dict(model, args.out / WEIGHTS_FILE)
+        config.save(args.out / CONFIG_FILE)
+
     def record_eval(train_loss: float | None) -> None:
         metrics = evaluate(model, args, dev_eval_examples, dev_eval_pairs, src_tok, tgt_tok, device)
         entry = {"step": progress.step_offset + progress.step, "dev_loss": round(metrics["dev_loss"], 4),
@@ -336,8 +341,7 @@ def main(argv: list[str] | None = None) -> Transformer:
             progress.history.append(entry)
         if args.keep == "best" and metrics["dev_metric"] >= progress.best_metric:
             progress.best_metric = metrics["dev_metric"]
-            save_state_dict(model, args.out / WEIGHTS_FILE)
-            config.save(args.out / "config.json")
+            keep_weights()
         if thresholds:
             save_snapshot(metrics["dev_metric"])
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -389,8 +393,7 @@ def main(argv: list[str] | None = None) -> Transformer:
         bar.close()
     if rank == 0:
         if args.keep == "last":
-            save_state_dict(model, args.out / WEIGHTS_FILE)
-            config.save(args.out / CONFIG_FILE)
+            keep_weights()
             final_step = progress.step_offset + progress.step
         else:
             final_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
@@ -441,6 +444,7 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
         history=progress.history,
         snapshots=progress.snapshots,
         training=training,
+        decoding=dict(initial.card.decoding) if initial else {},  # the app's default, until evaluate --record
     )
     save_checkpoint(args.out, model, card, src_tok, tgt_tok,
                     [s for s, _ in train_pairs] if args.task == "translate" else None)
