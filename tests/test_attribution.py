@@ -10,7 +10,7 @@ from captum.attr import IntegratedGradients
 from helpers import random_batch, small_model
 from transformer import capture, patch
 from transformer.attention import MultiHeadAttention
-from transformer.attribution import (METHODS, _log_prob_rows, alti_stages, attribute, block_terms, flow,
+from transformer.attribution import (METHODS, ROWS_PER_PASS, _log_prob_rows, alti_stages, attribute, block_terms, flow,
                                      head_value_vectors, input_x_gradient, integrated_gradients, mixing_stages,
                                      rollout, token_contributions, token_embeddings, weighted_value_norms)
 from viz.rollout import decoder_source_rollout, encoder_rollout
@@ -81,12 +81,15 @@ def test_joint_rollout_source_block_equals_the_viz_rollout():
 
 
 def test_integrated_gradients_match_captum():
+    # 2.5 blocks of rows: each block's backward passes run through a decoder pass cut after its last row, and a
+    # block cut one position short, or rows given another block's targets, would differ from Captum's full passes.
+    rows = 2 * ROWS_PER_PASS + ROWS_PER_PASS // 2
     model = small_model()
-    src, tgt = random_batch(model.config, [6], [5])
-    targets = torch.tensor([5, 9, 11, 7, 3])
+    src, tgt = random_batch(model.config, [6], [rows])
+    targets = torch.randint(4, model.config.tgt_vocab_size, (rows,), generator=torch.Generator().manual_seed(2))
     ours = integrated_gradients(model, src, tgt, targets, steps=16)
     embeddings = token_embeddings(model, src)
-    for t in range(5):
+    for t in range(rows):
         captum = IntegratedGradients(lambda e: _log_prob_rows(model, src, tgt, targets, e)[:, t])
         theirs = captum.attribute(embeddings, baselines=0.0, n_steps=16, method="gausslegendre").sum(dim=-1)[0]
         assert np.allclose(ours[t], theirs.detach().numpy(), atol=1e-5)
@@ -120,6 +123,9 @@ def test_attribute_rows_are_normalised_as_documented():
         total = np.abs(matrix).sum(axis=1)
         assert np.allclose(total, 1.0, atol=1e-5), name
     assert prefix["flow"].shape == (5, 5)
+    without, no_prefix = attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], ig_steps=8,
+                                   with_prefix=False)  # flow over the source's columns only
+    assert no_prefix == {} and all(np.allclose(without[name], methods[name], atol=1e-6) for name in METHODS)
 
 
 def test_patch_feeds_embeddings_in_without_changing_a_plain_run():

@@ -129,7 +129,7 @@ def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16, data: s
     for text, fmt in inputs:
         translation = checkpoint.translate(text)
         methods, _ = attribute(checkpoint.model, translation.src_ids, translation.tgt_ids, translation.output_ids,
-                               ig_steps=ig_steps)
+                               with_prefix=False, ig_steps=ig_steps)
         if task != "translate" and len(translation.src_ids) == len(text) + 1:  # one piece per character
             n = len(text)
             truth = [{n - 1 - t} if t < n else None for t in range(len(translation.output_ids))] \

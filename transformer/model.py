@@ -99,18 +99,21 @@ class Transformer(nn.Module):
         return self.encoder(src, padding_mask(src, self.config.pad_id))
 
     def decode(
-        self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None
+        self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
+        positions: slice = slice(None),
     ) -> torch.Tensor:
         """Decoder input ids (batch, tgt_len), starting with BOS -> logits (batch, tgt_len, tgt_vocab).
 
         `src` (batch, src_len) gives the padding mask over `memory`. With a `cache` (incremental decoding), `tgt` is
-        only the tokens not fed before, and the logits are theirs."""
+        only the tokens not fed before, and the logits are theirs. `positions` picks the decoder positions whose
+        logits are wanted: only they go through the output projection."""
         pad = self.config.pad_id
         if cache is None:
             tgt_mask = decoder_mask(tgt, pad)
         else:
             tgt_mask = decoder_mask(cache.append(tgt), pad, last=tgt.size(1))  # (batch, 1, new_len, all_len)
-        return self.generator(self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache))
+        hidden = self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache)  # (batch, tgt_len, d_model)
+        return self.generator(hidden[:, positions])
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass: logits (batch, tgt_len, tgt_vocab) for each next token."""

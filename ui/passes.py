@@ -274,7 +274,7 @@ def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_id
     """Every attribution method's (outputs, src_len) array for one decoded input: ((method, array), ...) in
     transformer.attribution's order."""
     methods, _ = attribution.attribute(load(path, version).checkpoint.model, list(src_ids), list(tgt_ids),
-                                       list(output_ids))
+                                       list(output_ids), with_prefix=False)
     return tuple((name, read_only(matrix)) for name, matrix in methods.items())
 
 
