@@ -715,9 +715,10 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints):
     assert at.dataframe[-1].value["method"].tolist()[-1] == "random"  # the README's faithfulness table
 
 
-def test_patching_an_input_with_itself_asks_for_an_edit(app):
-    """Every effect would be 0 up to rounding (the library's tests check it exactly): a colour scale over that noise
-    would mislead, so the view asks for an edit and draws the logit lens only."""
+def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):
+    """Every effect would be 0 up to rounding (the library's tests check it): a colour scale over that noise would
+    mislead, so the view asks for an edit, draws the logit lens only and runs no patching at all."""
+    monkeypatch.setattr(transformer.patching, "activation_patching", lambda *args, **kwargs: pytest.fail("ran"))
     at = ok(app(view="patching", text="patch3"))
     assert at.text_input(key="corrupt").value == "patch3"
     assert "Edit one word" in at.info[0].value

@@ -18,12 +18,14 @@ def _inputs(model, seed=1):
     return src[0].tolist(), src[1].tolist(), tgt[0].tolist()
 
 
-def test_patching_a_run_with_itself_changes_nothing_exactly():
+def test_patching_a_run_with_itself_changes_nothing():
     model = small_model()
     clean, _, tgt = _inputs(model)
     result = activation_patching(model, clean, clean, tgt, position=3, target=9, batch_size=16)
     for table in [*result.heads.values(), *result.positions.values()]:
-        assert not table.any()
+        # up to the last bit: the clean run is one row, the patched runs a batch, and matmuls of other sizes may
+        # round differently
+        assert np.abs(table).max() < 1e-5
     assert result.clean_log_prob == pytest.approx(result.corrupted_log_prob, abs=1e-5)
 
 
@@ -51,7 +53,8 @@ def test_patching_the_one_changed_token_at_layer_0_restores_the_clean_output():
     assert result.positions["encoder"][0, 4] == pytest.approx(restored, abs=1e-5)
     assert not np.delete(result.positions["encoder"][0], 4).any()  # tokens the runs share restore nothing
     assert not result.positions["decoder"][0].any()  # both runs read the same decoder input
-    assert not result.heads["decoder.self"][0].any()  # decoder layer 0 self-attention sees only that input
+    # decoder layer 0 self-attention sees only that input (up to the last bit, as above)
+    assert np.abs(result.heads["decoder.self"][0]).max() < 1e-5
 
 
 def test_patching_shapes_and_a_single_head_by_hand():
@@ -84,6 +87,40 @@ def test_patching_under_eight_threads_equals_sequential():
             assert np.array_equal(one.heads[kind], other.heads[kind])
         for stack in one.positions:
             assert np.array_equal(one.positions[stack], other.positions[stack])
+
+
+def test_patching_before_the_last_position_equals_full_runs_by_hand():
+    # The sweep stops its runs at the measured position (the decoder is causal): every effect must still be what a
+    # run over the whole decoder input gives, and a decoder position after the measured one has exactly none.
+    model = small_model()
+    clean, corrupted, tgt = _inputs(model)
+    position, target = 2, 9
+    result = activation_patching(model, clean, corrupted, tgt, position=position, target=target, batch_size=7)
+    src, tgt_ids = torch.tensor([corrupted]), torch.tensor([tgt])
+    with torch.no_grad(), capture(model, ["*.hook_z", "*.hook_resid_pre"]) as record:
+        model(torch.tensor([clean]), tgt_ids)
+    with torch.no_grad(), capture(model, ["*.hook_z", "*.hook_resid_pre"]) as corrupted_record:
+        base = model(src, tgt_ids).log_softmax(-1)[0, position, target]
+
+    def effect(name: str, column: int) -> float:
+        mixed = corrupted_record.hooks[name].clone()
+        mixed[:, column] = record.hooks[name][:, column]
+        with torch.no_grad():
+            patched = run_patched(model, src, tgt_ids, {name: mixed})
+        return float(patched.log_softmax(-1)[0, position, target] - base)
+
+    for layer in range(2):
+        for head in range(4):
+            assert result.heads["decoder.self"][layer, head] == pytest.approx(
+                effect(f"decoder.layers.{layer}.self_attn.hook_z", head), abs=1e-5)
+        for column in range(len(tgt)):
+            assert result.positions["decoder"][layer, column] == pytest.approx(
+                effect(f"decoder.layers.{layer}.hook_resid_pre", column), abs=1e-5)
+        for column in range(len(clean)):
+            assert result.positions["encoder"][layer, column] == pytest.approx(
+                effect(f"encoder.layers.{layer}.hook_resid_pre", column), abs=1e-5)
+    assert result.positions["decoder"].shape == (2, len(tgt))
+    assert not result.positions["decoder"][:, position + 1:].any()
 
 
 def test_unequal_lengths_are_refused():

@@ -9,7 +9,8 @@ each layer's residual stream entering the layer (`hook_resid_pre`, one row per l
 The rule on lengths: clean and corrupted sources must have the same number of tokens (position j of one stands for
 position j of the other), and both runs read the same decoder input (usually the clean run's output), so decoder
 positions match too. Patches are run in batches: row 0 of every batch is the unpatched corrupted run, each other row
-patches one component, and effects are measured against the row 0 of the same batch.
+patches one component, and effects are measured against the row 0 of the same batch. The decoder is causal, so the
+runs stop at the measured position: a decoder position after it cannot reach it (its effect is exactly 0, not run).
 """
 from __future__ import annotations
 
@@ -45,6 +46,11 @@ def run_patched(model: Transformer, src: torch.Tensor, tgt: torch.Tensor,
     """Logits of (src, tgt) with each named hook point's tensor replaced by `activations[name]` (same shape)."""
     with patch(model, {name: (lambda _, value=value: value) for name, value in activations.items()}):
         return model(src, tgt)
+
+
+def _log_probs_at_last(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, target: int) -> torch.Tensor:
+    """log p(target) at the last decoder position of each row: (batch,). Only that position is projected."""
+    return model.decode(tgt, model.encode(src), src, positions=slice(-1, None))[:, 0].log_softmax(dim=-1)[:, target]
 
 
 def _components(model: Transformer, src_len: int, tgt_len: int) -> list[tuple[str, str, int, int]]:
@@ -86,10 +92,11 @@ def activation_patching(model: Transformer, clean_src: list[int], corrupted_src:
                          f"({len(clean_src)} != {len(corrupted_src)}): positions are patched one for one")
     if not 0 <= position < len(tgt):
         raise ValueError(f"position {position} is outside the decoder input (0..{len(tgt) - 1})")
-    clean, corrupted, tgt_ids = torch.tensor([clean_src]), torch.tensor([corrupted_src]), torch.tensor([tgt])
+    clean, corrupted = torch.tensor([clean_src]), torch.tensor([corrupted_src])
+    tgt_ids = torch.tensor([tgt[: position + 1]])  # (1, position + 1): what reaches the measured position
     with capture(model, ["*.hook_z", "*.hook_resid_pre"]) as record:
-        clean_log_prob = model(clean, tgt_ids).log_softmax(dim=-1)[0, position, target]
-    components = _components(model, len(clean_src), len(tgt))
+        clean_log_prob = _log_probs_at_last(model, clean, tgt_ids, target)[0]
+    components = _components(model, len(clean_src), position + 1)
     effects = np.zeros(len(components))
     corrupted_log_prob = None
     for start in range(0, len(components), batch_size - 1):
@@ -99,8 +106,8 @@ def activation_patching(model: Transformer, clean_src: list[int], corrupted_src:
             by_hook.setdefault(name, []).append((row, column))
         edits = {name: _patch_rows(record.hooks[name], rows) for name, rows in by_hook.items()}
         with patch(model, edits):
-            logits = model(corrupted.expand(len(chunk) + 1, -1), tgt_ids.expand(len(chunk) + 1, -1))
-        log_probs = logits[:, position].log_softmax(dim=-1)[:, target]  # (1 + patches,)
+            log_probs = _log_probs_at_last(model, corrupted.expand(len(chunk) + 1, -1),
+                                           tgt_ids.expand(len(chunk) + 1, -1), target)  # (1 + patches,)
         effects[start:start + len(chunk)] = (log_probs[1:] - log_probs[0]).numpy()
         corrupted_log_prob = float(log_probs[0])
     config = model.config

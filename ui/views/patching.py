@@ -25,8 +25,8 @@ def render(page: Page) -> None:
     position = settle("patch_position", range(len(outputs)))
     position = st.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
                             persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}")
-    patched = page.patched(corrupted, position)
-    if corrupted.strip() == page.text.strip():  # every effect is 0 up to rounding: a scale over noise would mislead
+    patched = None if corrupted.strip() == page.text.strip() else page.patched(corrupted, position)
+    if patched is None:  # every effect is 0 up to rounding: a scale over noise would mislead, so nothing is run
         st.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
     elif patched.error:
         st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
