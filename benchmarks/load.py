@@ -19,7 +19,10 @@ the second half of the load, when the caches have long been warm. (Streamlit kee
 server.disconnectedSessionTTL, 2 minutes, at most 128 of them, in case its browser reconnects: a bounded part of
 the growth a one-minute load sees.)
 
-The inputs are random lowercase letters and digits: what the `reverse` task reads.
+--inputs letters (the default): random lowercase letters and digits, what the `reverse` task reads; on a translation
+checkpoint the worst case, as the output of such noise runs on to max_len and every pass is as long as it gets.
+--inputs typed: what people type, the checkpoint's own evaluation inputs (a translation corpus's dev split, fresh
+examples of a synthetic task), shuffled, each typed by one session only.
 
 --lecture: every session opens the same link (LECTURE_TEXT on the attention view) within the first
 LECTURE_SPREAD_S, as a room does when the lecturer says "open this link", then switches head, layer and view with
@@ -44,7 +47,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, quote, quote_plus, urlencode
 
 import numpy as np
 import torch
@@ -56,6 +59,7 @@ from websockets.exceptions import WebSocketException
 
 from benchmarks.server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server, wait_for_rerun
 from transformer import load_checkpoint
+from transformer.evaluate import evaluation_cases
 from ui.widgets import OUTPUT_HELP
 
 TIMEOUT_S = 60  # bound on one interaction, from the rerun request to script_finished
@@ -64,10 +68,15 @@ RSS_EVERY_S = 0.5
 RETRY_AFTER_S = 1.0  # pause after a failed session, so a dead server is not hammered until the deadline
 # The `view` values of the app's links (the keys of app.VIEWS): where each session starts.
 VIEWS = ("attention", "model", "compare", "decoding", "masks", "positional", "heads", "ablation", "training")
+INPUT_KINDS = ("letters", "typed")
 INPUT_CHARACTERS = string.ascii_lowercase + string.digits
-# At 10 characters or more, no figure's bytes hold a given input by chance, so finding one there is a leak.
 INPUT_LENGTHS = range(10, 25)
-CHARACTER_RUN = re.compile(rb"[a-z0-9]{%d,}" % INPUT_LENGTHS.start)
+# At 10 characters or more, no page holds a given input by chance, so finding another session's there is a leak.
+MIN_INPUT_CHARS = INPUT_LENGTHS.start
+TYPED_POOL = 3000  # typed inputs drawn for one load: more than 20 sessions type in a few minutes
+# The elements that carry figures and tables: token pieces and numbers, never a typed input (measured), and most of
+# the bytes. The leak check reads every other message.
+FIGURE_ELEMENTS = ("plotly_chart", "arrow_data_frame")
 LECTURE_TEXT = "attention2026"  # the lecture's link: one input, on the attention view
 LECTURE_SPREAD_S = 5.0  # the room opens the link within this many seconds
 LECTURE_CONTROLS = ("Head", "Layer", "View")  # what students click
@@ -75,11 +84,11 @@ LECTURE_CONTROLS = ("Head", "Layer", "View")  # what students click
 
 @dataclass
 class SessionLog:
-    """One websocket session: the inputs it typed, and every run of input characters it was sent."""
+    """One websocket session: the inputs it typed, and the messages it was sent, figures and tables left out."""
 
     number: int
     inputs: set[str] = field(default_factory=set)
-    seen: set[bytes] = field(default_factory=set)
+    received: list[bytes] = field(default_factory=list)
 
 
 @dataclass
@@ -152,11 +161,13 @@ class AppSession:
         page = Page()
         while True:  # ends at script_finished, or at rerun()'s timeout
             data = await self.websocket.recv()
-            self.log.seen.update(CHARACTER_RUN.findall(data))
             message = ForwardMsg.FromString(data)
             kind = message.WhichOneof("type")
-            if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                page.read(message.delta.new_element)
+            element = message.delta.new_element if kind == "delta" and message.delta.HasField("new_element") else None
+            if element is None or element.WhichOneof("type") not in FIGURE_ELEMENTS:
+                self.log.received.append(data)
+            if element is not None:
+                page.read(element)
             elif kind == "page_info_changed":  # the app rewrote its link: the browser's next request carries it
                 self.query_string = message.page_info_changed.query_string
             elif kind == "script_finished":
@@ -168,6 +179,37 @@ class AppSession:
 
 def random_input(rng: random.Random) -> str:
     return "".join(rng.choices(INPUT_CHARACTERS, k=rng.choice(INPUT_LENGTHS)))
+
+
+def typed_inputs(checkpoint_path: Path, seed: int) -> list[str]:
+    """TYPED_POOL of the checkpoint's evaluation inputs, shuffled: at least MIN_INPUT_CHARS long, none inside
+    another (so that finding one in a page says which session typed it)."""
+    sources = sorted({source for _, source, _ in evaluation_cases(load_checkpoint(checkpoint_path), per_case=200)
+                      if len(source) >= MIN_INPUT_CHARS})
+    random.Random(seed).shuffle(sources)
+    return none_inside_another(sources[:TYPED_POOL])
+
+
+def none_inside_another(texts: list[str]) -> list[str]:
+    """`texts` without those found inside another one (in order)."""
+    return [text for text in texts if not any(text in other for other in texts if other != text)]
+
+
+class Inputs:
+    """What every client types next: random letters, or the typed pool, each of its inputs handed out once."""
+
+    def __init__(self, kind: str, checkpoint_path: Path | None = None, seed: int = 0):
+        if kind not in INPUT_KINDS:
+            raise ValueError(f"inputs must be one of {INPUT_KINDS}, got {kind!r}")
+        self.kind = kind
+        self.pool = typed_inputs(checkpoint_path, seed) if kind == "typed" else []
+
+    def next(self, rng: random.Random) -> str:
+        if self.kind == "letters":
+            return random_input(rng)
+        if not self.pool:
+            raise RuntimeError(f"the load typed all {TYPED_POOL} inputs of its pool: run it shorter")
+        return self.pool.pop()
 
 
 def widget_id(page: Page, label: str) -> str:
@@ -188,11 +230,12 @@ class Client:
 
     one_session = False  # True: keep the one session until the time is up (a new one only after a failure)
 
-    def __init__(self, number: int, url: str, checkpoint: str, tally: Tally, *, seed: int, timeout_s: float,
-                 think_s: float, interactions_per_session: int):
+    def __init__(self, number: int, url: str, checkpoint: str, tally: Tally, *, inputs: Inputs, seed: int,
+                 timeout_s: float, think_s: float, interactions_per_session: int):
         self.url = url.replace("http://", "ws://", 1) + "_stcore/stream"
         self.checkpoint = checkpoint
         self.tally = tally
+        self.inputs = inputs
         self.rng = random.Random(f"{seed}-{number}")
         self.timeout_s = timeout_s
         self.think_s = think_s
@@ -213,12 +256,12 @@ class Client:
 
     def first_page(self) -> tuple[str, str]:
         """The input and view of a new session's link."""
-        return random_input(self.rng), self.rng.choice(VIEWS)
+        return self.inputs.next(self.rng), self.rng.choice(VIEWS)
 
     def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
         """(action, the input after it, widget states to send): a new input or another view, at even odds."""
         if self.rng.random() < 0.5:
-            text = random_input(self.rng)
+            text = self.inputs.next(self.rng)
             return "type", text, [WidgetState(id=widget_id(page, "Input"), string_value=text)]
         return "view", text, [choose_option(page, "View", self.rng)]
 
@@ -340,19 +383,24 @@ def verify(checkpoint_path: Path, tally: Tally) -> int:
     owner = {text: log.number for log in tally.sessions for text in log.inputs}  # an owner, when inputs are shared
     shown = {(interaction.session, interaction.text) for interaction in tally.interactions}
     for log in tally.sessions:
-        runs = [run.decode() for run in log.seen]
-        windows = {run[i:i + n] for run in runs for n in INPUT_LENGTHS for i in range(len(run) - n + 1)}
-        for text in (windows & owner.keys()) - log.inputs:
+        found = sent(log, owner.keys())
+        for text in sorted(found - log.inputs):
             tally.errors.append(f"session {log.number} was sent {text!r}, the input of session {owner[text]}")
         # The search must find the inputs that were there, or finding no other session's proves nothing.
-        for text in {text for session, text in shown if session == log.number} - windows:
+        for text in sorted({text for session, text in shown if session == log.number} - found):
             tally.errors.append(f"session {log.number} was never sent its own input {text!r}")
     return matched
 
 
-async def load(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, sessions: int,
-               seconds: float, seed: int, timeout_s: float, think_s: float, interactions_per_session: int,
-               lecture: bool) -> dict:
+def sent(log: SessionLog, texts) -> set[str]:
+    """Which of `texts` the session's messages hold, as typed or as a link writes them."""
+    received = b"\0".join(log.received)
+    return {text for text in texts if any(form.encode() in received for form in (text, quote(text), quote_plus(text)))}
+
+
+async def load(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, inputs: Inputs,
+               sessions: int, seconds: float, seed: int, timeout_s: float, think_s: float,
+               interactions_per_session: int, lecture: bool) -> dict:
     """Warm each app process up with one session of its own, then run `sessions` clients against `url` for
     `seconds`. Returns the timings, the processes' CPU time and their memory samples; the clients add their
     sessions, interactions and errors to `tally`."""
@@ -360,8 +408,8 @@ async def load(url: str, app_urls: list[str], pids: list[int], checkpoint: str, 
     rss_before = memory.now()
     start = time.perf_counter()
     for app_url in app_urls:  # behind a proxy, each process directly: the proxy would pick one by the cookie
-        warm_up = Client(-1, app_url, checkpoint, Tally(), seed=seed, timeout_s=WARM_UP_TIMEOUT_S, think_s=0,
-                         interactions_per_session=1)
+        warm_up = Client(-1, app_url, checkpoint, Tally(), inputs=inputs, seed=seed, timeout_s=WARM_UP_TIMEOUT_S,
+                         think_s=0, interactions_per_session=1)
         await warm_up.session(SessionLog(-1), deadline=time.monotonic())  # raises if the server cannot serve it
     warm_up_s = time.perf_counter() - start
     rss_warm = memory.now()
@@ -369,7 +417,7 @@ async def load(url: str, app_urls: list[str], pids: list[int], checkpoint: str, 
     sampler = asyncio.create_task(memory.run())
     load_start = time.monotonic()
     kind = LectureClient if lecture else Client
-    clients = [kind(number, url, checkpoint, tally, seed=seed, timeout_s=timeout_s, think_s=think_s,
+    clients = [kind(number, url, checkpoint, tally, inputs=inputs, seed=seed, timeout_s=timeout_s, think_s=think_s,
                     interactions_per_session=interactions_per_session) for number in range(sessions)]
     await asyncio.gather(*(client.run_until(load_start + seconds) for client in clients))
     memory.stop()
@@ -393,7 +441,8 @@ async def churn(url: str, pids: list[int], checkpoint: str, tally: Tally, *, ses
                 timeout_s: float) -> list[float]:
     """One client opens a session (its link, then one click) and closes it, `sessions` times in sequence. Returns
     the app's resident memory after each session, MB."""
-    client = Client(0, url, checkpoint, tally, seed=seed, timeout_s=timeout_s, think_s=0, interactions_per_session=2)
+    client = Client(0, url, checkpoint, tally, inputs=Inputs("letters"), seed=seed, timeout_s=timeout_s, think_s=0,
+                    interactions_per_session=2)
     after = []
     for number in range(sessions):
         log = SessionLog(number)
@@ -443,21 +492,26 @@ def serving(checkpoints_dir: Path, processes: int | None, log: Path) -> Iterator
 
 def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 20, seconds: float = 60, *,
              seed: int = 0, timeout_s: float = TIMEOUT_S, think_s: float = 0.5, interactions_per_session: int = 4,
-             lecture: bool = False, processes: int | None = None, log: Path | str | None = None) -> dict:
+             lecture: bool = False, inputs: str = "letters", processes: int | None = None,
+             log: Path | str | None = None) -> dict:
     """Serve the checkpoints under `checkpoints_dir` with `streamlit run app.py` (or `processes` of them behind
     nginx), and load it with `sessions` concurrent clients on `checkpoint_name` for `seconds` (each interaction
     bounded by `timeout_s`; a pause of think_s on average between two). lecture: every client opens the same link
-    and clicks heads, layers and views (LectureClient) in one session. log: where the server's output goes (a
-    temporary file if None; behind the proxy, every process logs into its folder)."""
+    and clicks heads, layers and views (LectureClient) in one session. inputs: what the clients type, one of
+    INPUT_KINDS. log: where the server's output goes (a temporary file if None; behind the proxy, every process
+    logs into its folder)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
+    typed = Inputs(inputs, checkpoints_dir / checkpoint_name, seed)
     if lecture:
         interactions_per_session = 10**6  # one session each, until the time is up
     with tempfile.TemporaryDirectory() as scratch:
-        with serving(checkpoints_dir, processes, Path(log or Path(scratch) / "streamlit.log")) as (url, app_urls, pids):
-            measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, sessions=sessions,
-                                        seconds=seconds, seed=seed, timeout_s=timeout_s, think_s=think_s,
-                                        interactions_per_session=interactions_per_session, lecture=lecture))
+        log = Path(log or Path(scratch) / "streamlit.log")
+        with serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
+            measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, inputs=typed,
+                                        sessions=sessions, seconds=seconds, seed=seed, timeout_s=timeout_s,
+                                        think_s=think_s, interactions_per_session=interactions_per_session,
+                                        lecture=lecture))
             page_bytes = first_page_bytes(url) if processes is not None else None
     outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
     times = [interaction.seconds for interaction in tally.interactions] or [float("nan")]
@@ -465,6 +519,7 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     return {
         "checkpoint": checkpoint_name,
         "scenario": "lecture" if lecture else "random",
+        "inputs": LECTURE_TEXT if lecture else inputs,
         "processes": processes,
         "sessions": sessions,
         "seconds": seconds,
@@ -507,7 +562,7 @@ def table(result: dict) -> str:
     where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
     rows = [
         ("load", f"{result['sessions']} {result['scenario']} sessions for {result['seconds']:g} s on "
-                 f"`{result['checkpoint']}`, {where} (ran {result['load_s']:.0f} s after a "
+                 f"`{result['checkpoint']}`, inputs: {result['inputs']}, {where} (ran {result['load_s']:.0f} s after a "
                  f"{result['warm_up_s']:.0f} s warm-up)"),
         ("sessions opened", str(result["sessions_opened"])),
         ("interactions", f"{result['interactions']} ({by_action}); {result['outputs_checked']} outputs checked; "
@@ -548,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default="reverse", help="the checkpoint every session uses (a reverse task)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"bound on one interaction, s ({TIMEOUT_S})")
     parser.add_argument("--think", type=float, default=0.5, help="mean pause between two clicks, s (default 0.5)")
+    parser.add_argument("--inputs", choices=INPUT_KINDS, default="letters", help="what the sessions type: random "
+                        "letters and digits (default), or the checkpoint's evaluation inputs (dev sentences)")
     parser.add_argument("--lecture", action="store_true", help="every session opens the same link, then clicks "
                         "heads, layers and views")
     parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
@@ -563,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
         results = [run_load(args.checkpoints, args.checkpoint, args.sessions, args.seconds, timeout_s=args.timeout,
-                            think_s=args.think, lecture=args.lecture, processes=k) for k in processes]
+                            think_s=args.think, lecture=args.lecture, inputs=args.inputs, processes=k)
+                   for k in processes]
         print("\n\n".join(table(result) for result in results))
         if len(results) > 1:
             base = results[0]

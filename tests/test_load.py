@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.load import CHARACTER_RUN, Interaction, Page, SessionLog, Tally, run_load, verify
+from urllib.parse import quote, urlencode
+
+from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, Interaction, Page, SessionLog, Tally, none_inside_another,
+                             run_load, typed_inputs, verify)
+from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
 from ui.widgets import OUTPUT_HELP
 
@@ -21,11 +25,13 @@ INTERACTIONS_PER_SESSION = 2  # so that every client closes and reopens its sess
 RSS_GROWTH_LIMIT_MB = 150
 
 
-def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_path):
+@pytest.mark.parametrize("inputs", INPUT_KINDS)
+def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_path, inputs):
     checkpoints = checkpoints_folder(tiny_checkpoint, tmp_path / "checkpoints")
-    result = run_load(checkpoints, LOADABLE[0], sessions=SESSIONS, seconds=SECONDS,
+    result = run_load(checkpoints, LOADABLE[0], sessions=SESSIONS, seconds=SECONDS, inputs=inputs,
                       interactions_per_session=INTERACTIONS_PER_SESSION, log=tmp_path / "streamlit.log")
     assert result["errors"] == []
+    assert result["inputs"] == inputs
     assert result["sessions_opened"] > SESSIONS  # sessions were closed and new ones opened
     assert result["interactions"] >= 2 * SESSIONS
     assert result["outputs_checked"] == result["interactions"]
@@ -39,8 +45,8 @@ def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_
 def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
     mine, theirs = "abcdefghij0123", "zyxwvu9876543210"
     tally = Tally(
-        sessions=[SessionLog(0, {mine}, set(CHARACTER_RUN.findall(f"text={mine}&other={theirs}".encode()))),
-                  SessionLog(1, {theirs}, set())],
+        sessions=[SessionLog(0, {mine}, [f"text={mine}".encode(), f"other={theirs}".encode()]),
+                  SessionLog(1, {theirs}, [])],
         interactions=[Interaction(1, "open", theirs, 1.0, "not the translation")],
     )
     assert verify(tiny_checkpoint, tally) == 0
@@ -50,12 +56,34 @@ def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
     assert len(tally.errors) == 3
 
 
+def test_the_checks_find_typed_sentences_as_typed_and_as_a_link_writes_them(tiny_checkpoint):
+    mine, theirs = "Where is the train station?", "She didn't want to go to school."
+    expected = load_checkpoint(tiny_checkpoint).translate(mine).text
+    tally = Tally(
+        sessions=[SessionLog(0, {mine}, [urlencode({"text": mine}).encode()]),  # spaces as +, ? as %3F
+                  SessionLog(1, {theirs}, [f"value: {theirs}".encode(), quote(mine).encode()])],  # spaces as %20
+        interactions=[Interaction(0, "open", mine, 1.0, expected)],
+    )
+    assert verify(tiny_checkpoint, tally) == 1
+    assert tally.errors == [f"session 1 was sent {mine!r}, the input of session 0"]
+
+
+def test_typed_inputs_are_the_tasks_own_long_enough_and_none_inside_another(tiny_checkpoint):
+    pool = typed_inputs(tiny_checkpoint, seed=0)
+    assert len(pool) > 100 and all(len(text) >= MIN_INPUT_CHARS for text in pool)
+    assert len(set(pool)) == len(pool) and not any(a in b for a in pool for b in pool if a != b)
+    assert pool == typed_inputs(tiny_checkpoint, seed=0) != typed_inputs(tiny_checkpoint, seed=1)
+    # "Tom is here." inside another input would be found in that session's page as a leak
+    assert none_inside_another(["Tom is here now.", "Tom is here.", "Where is it?"]) == ["Tom is here now.",
+                                                                                       "Where is it?"]
+
+
 def test_shared_inputs_are_no_leak_but_others_still_are(tiny_checkpoint):
     # A lecture: every session typed the same input, so seeing it is no leak; an input only another session
     # typed still is one.
     shared, theirs = "attention2026", "zyxwvu9876543210"
-    seen = set(CHARACTER_RUN.findall(f"text={shared}&other={theirs}".encode()))
-    tally = Tally(sessions=[SessionLog(0, {shared}, seen), SessionLog(1, {shared, theirs}, seen)])
+    received = [f"text={shared}&other={theirs}".encode()]
+    tally = Tally(sessions=[SessionLog(0, {shared}, received), SessionLog(1, {shared, theirs}, received)])
     verify(tiny_checkpoint, tally)
     assert tally.errors == [f"session 0 was sent {theirs!r}, the input of session 1"]
 
