@@ -73,9 +73,9 @@ def test_typed_inputs_are_the_tasks_own_long_enough_and_none_inside_another(tiny
     assert len(pool) > 100 and all(len(text) >= MIN_INPUT_CHARS for text in pool)
     assert len(set(pool)) == len(pool) and not any(a in b for a in pool for b in pool if a != b)
     assert pool == typed_inputs(tiny_checkpoint, seed=0) != typed_inputs(tiny_checkpoint, seed=1)
-    # "Tom is here." inside another input would be found in that session's page as a leak
-    assert none_inside_another(["Tom is here now.", "Tom is here.", "Where is it?"]) == ["Tom is here now.",
-                                                                                       "Where is it?"]
+    # "I'm tired." inside another session's input would be found in that session's page as a leak
+    assert none_inside_another(["Yes, I'm tired.", "I'm tired.", "Where is it?"]) == ["Yes, I'm tired.",
+                                                                                     "Where is it?"]
 
 
 def test_shared_inputs_are_no_leak_but_others_still_are(tiny_checkpoint):

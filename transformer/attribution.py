@@ -234,15 +234,23 @@ def alti_stages(model: Transformer, record: AttentionRecord) -> list[np.ndarray]
 
 # ----------------------------------------------------------------------------- gradients
 
+def _memory(model: Transformer, src: torch.Tensor, token_embeddings: torch.Tensor) -> torch.Tensor:
+    """The encoder's output (batch, src_len, d_model) with the source's token embeddings replaced by
+    `token_embeddings` (batch, src_len, d_model); src (batch, src_len)."""
+    positions = model.encoder.embed.positional.table()[: src.size(1)]  # (src_len, d_model)
+    with patch(model, {"encoder.hook_embed": lambda _: token_embeddings + positions}):
+        return model.encode(src)
+
+
 def _log_prob_rows(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
                    token_embeddings: torch.Tensor) -> torch.Tensor:
     """log p(targets[t]) at every decoder position, with the source's token embeddings replaced by
-    `token_embeddings` (batch, src_len, d_model): (batch, tgt_len). src (1, src_len) and tgt (1, tgt_len)."""
+    `token_embeddings` (batch, src_len, d_model): (batch, tgt_len). src (1, src_len) and tgt (1, tgt_len). What the
+    gradient methods differentiate, in one pass (the tests integrate it with Captum)."""
     batch = token_embeddings.size(0)
-    positions = model.encoder.embed.positional.table()[: src.size(1)]  # (src_len, d_model)
-    with patch(model, {"encoder.hook_embed": lambda _: token_embeddings + positions}):
-        log_probs = model(src.expand(batch, -1), tgt.expand(batch, -1)).log_softmax(dim=-1)  # (batch, tgt, vocab)
-    return log_probs[:, torch.arange(tgt.size(1)), targets]
+    src = src.expand(batch, -1)
+    log_probs = model.decode(tgt.expand(batch, -1), _memory(model, src, token_embeddings), src).log_softmax(dim=-1)
+    return log_probs[:, torch.arange(tgt.size(1)), targets]  # (batch, tgt_len)
 
 
 def token_embeddings(model: Transformer, src: torch.Tensor) -> torch.Tensor:
@@ -263,9 +271,7 @@ def _gradients(model, src, tgt, targets, points: torch.Tensor) -> torch.Tensor:
     points = points.detach().requires_grad_(True)
     batch, tgt_len = points.size(0), tgt.size(1)
     src = src.expand(batch, -1)
-    positions = model.encoder.embed.positional.table()[: src.size(1)]  # (src_len, d_model)
-    with patch(model, {"encoder.hook_embed": lambda _: points + positions}):
-        memory = model.encode(src)  # (points, src_len, d_model)
+    memory = _memory(model, src, points)  # (points, src_len, d_model)
     grads = []
     for start in range(0, tgt_len, ROWS_PER_PASS):
         rows = range(start, min(start + ROWS_PER_PASS, tgt_len))
