@@ -1,6 +1,7 @@
 """Load test: many sessions at once against `streamlit run app.py`, and the server's memory while they come and go.
 
     python -m benchmarks.load --sessions 20 --seconds 60 [--checkpoints checkpoints --checkpoint reverse] [--json PATH]
+    python -m benchmarks.load --inputs typed --checkpoints checkpoints --checkpoint eng-fra  # dev sentences typed
     python -m benchmarks.load --lecture --sessions 40 --seconds 60 --think 2     # a lecture hall on one link
     python -m benchmarks.load --via-proxy 1 2                                  # K processes behind nginx, K = 1, 2
     python -m benchmarks.load --churn 200                                      # sessions opened and closed in turn
@@ -600,7 +601,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=20, help="concurrent sessions (default 20)")
     parser.add_argument("--seconds", type=float, default=60, help="how long the load lasts (default 60)")
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints", help="the folder the app serves")
-    parser.add_argument("--checkpoint", default="reverse", help="the checkpoint every session uses (a reverse task)")
+    parser.add_argument("--checkpoint", default="reverse", help="the checkpoint every session uses (default reverse)")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help=f"bound on one interaction, s ({TIMEOUT_S})")
     parser.add_argument("--think", type=float, default=0.5, help="mean pause between two clicks, s (default 0.5)")
     parser.add_argument("--inputs", choices=INPUT_KINDS, default="letters", help="what the sessions type: random "
