@@ -97,6 +97,20 @@ def test_padding_does_not_change_real_positions():
     torch.testing.assert_close(batched[1, :3], alone[0], atol=1e-5, rtol=0)
 
 
+def test_decode_projects_only_the_positions_asked_for():
+    # The gradient methods and patching read some positions' logits: the rest never reach the output projection.
+    model = small_model()
+    src, tgt = random_batch(model.config, [6, 3], [5, 5])
+    with torch.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory, src)
+        some = model.decode(tgt, memory, src, positions=slice(2, 4))
+        last = model.decode(tgt, memory, src, positions=slice(-1, None))
+    assert some.shape == (2, 2, model.config.tgt_vocab_size)
+    torch.testing.assert_close(some, full[:, 2:4], atol=1e-5, rtol=0)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-5, rtol=0)
+
+
 def test_fully_padded_rows_are_finite():
     model = small_model()
     src, tgt = random_batch(model.config, [6, 1], [5, 1])
