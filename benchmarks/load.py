@@ -503,13 +503,13 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     logs into its folder)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
-    typed = Inputs(inputs, checkpoints_dir / checkpoint_name, seed)
+    to_type = Inputs(inputs, checkpoints_dir / checkpoint_name, seed)
     if lecture:
         interactions_per_session = 10**6  # one session each, until the time is up
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(log or Path(scratch) / "streamlit.log")
         with serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
-            measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, inputs=typed,
+            measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
                                         sessions=sessions, seconds=seconds, seed=seed, timeout_s=timeout_s,
                                         think_s=think_s, interactions_per_session=interactions_per_session,
                                         lecture=lecture))

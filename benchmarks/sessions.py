@@ -24,8 +24,7 @@ def measure(setup: Setup) -> list[dict]:
         case = f"{sessions} sessions for {seconds} s on {name}, {inputs} inputs"
         rows += [
             result(FIGURE, f"p95 s per interaction, {case}", load["p95_s"], "s", at_most=6, p50_s=load["p50_s"],
-                   interactions=load["interactions"], server_peak_rss_mb=load["rss_peak_mb"],
-                   server_cpu_s_per_interaction=load["server_cpu_s_per_interaction"]),
+                   interactions=load["interactions"], server_peak_rss_mb=load["rss_peak_mb"]),
             result(FIGURE, f"server CPU s per interaction, {case}", load["server_cpu_s_per_interaction"], "s"),
             result(FIGURE, f"errors, {case}", len(load["errors"]), "", first_errors=load["errors"][:5]),
         ]

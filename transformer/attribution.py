@@ -326,14 +326,13 @@ def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor,
     }
     alti = rollout(alti_stages(model, record))[:tgt_len]  # (tgt, tgt + src)
     methods["alti_plus"] = normalise_rows(alti[:, tgt_len:])
-    prefix = {"rollout": normalise_rows(rolled[:, :tgt_len]), "alti_plus": normalise_rows(alti[:, :tgt_len])}
+    prefix = ({"rollout": normalise_rows(rolled[:, :tgt_len]), "alti_plus": normalise_rows(alti[:, :tgt_len])}
+              if with_prefix else {})
     if with_flow:  # a max-flow per cell: the prefix's columns only when asked for
         flowed = flow(stages, range(tgt_len), range(0 if with_prefix else tgt_len, tgt_len + src_len))
         methods["flow"] = normalise_rows(flowed[:, -src_len:])
         if with_prefix:
             prefix["flow"] = normalise_rows(flowed[:, :tgt_len])
-    if not with_prefix:
-        prefix = {}
     return {name: methods[name] for name in METHODS if name in methods}, prefix
 
 
