@@ -33,7 +33,8 @@ def test_translate_decodes_as_the_card_says(reverse_copy):
 
 
 @pytest.mark.parametrize("decoding", [{"beam_size": 0}, {"beam_size": 2.5}, {"length_penalty": "long"},
-                                      {"beam_size": 2, "temperature": 1.0}])
+                                      {"beam_size": 2, "temperature": 1.0}, {"coverage_penalty": -0.1},
+                                      {"coverage_penalty": 3}])
 def test_bad_decoding_settings_are_refused(reverse_copy, decoding):
     edit_card(reverse_copy, decoding=decoding)
     with pytest.raises(CheckpointError, match="decoding"):

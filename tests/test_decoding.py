@@ -1,5 +1,7 @@
-"""Greedy and beam search, batched and alone, against a beam search written out by hand, and the step-by-step
-generator; on random models and on the trained test checkpoint, which stops at every length."""
+"""Greedy and beam search (with its length and coverage penalties), batched and alone, against a beam search written
+out by hand, and the step-by-step generator; on random models and on the trained test checkpoint, which stops at
+every length."""
+import math
 import random
 
 import pytest
@@ -186,29 +188,49 @@ def test_greedy_pads_each_row_after_its_own_eos(trained):
         assert row[:row.index(EOS) + 1] == greedy(trained.model, source_batch(trained, [text]))[0].tolist()
 
 
-def reference_beam_search(model, src: torch.Tensor, beam_size: int, max_len: int, length_penalty: float) -> list[int]:
+def reference_coverage_term(model, src: torch.Tensor, tokens: list[int]) -> float:
+    """GNMT's coverage term of one hypothesis, from a full pass over it: the last decoder layer's cross-attention,
+    heads averaged, summed over every row the hypothesis feeds (EOS and padding are never fed), then
+    sum over the source pieces of log min(coverage, 1), each at least log(1e-6)."""
+    fed = [token for token in tokens if token not in (EOS, PAD)]
+    key = f"decoder.{model.config.num_decoder_layers - 1}.cross"
+    with torch.no_grad(), capture(model, [key]) as record:
+        model(src, torch.tensor([fed]))
+    coverage = record[key][0].mean(0).sum(0).tolist()  # (src_len,)
+    return sum(math.log(min(max(c, 1e-6), 1.0)) for c in coverage)
+
+
+def reference_beam_search(model, src: torch.Tensor, beam_size: int, max_len: int, length_penalty: float,
+                          coverage_penalty: float = 0.0) -> list[int]:
     """Beam search for one input (1, src_len), written out plainly: each hypothesis re-runs the model on its whole
     prefix (no cache, no batching). A finished hypothesis stays in the beam at its score; the last choice divides
-    each score by the GNMT penalty ((5 + length) / 6) ** length_penalty, length counting EOS but not BOS."""
+    each score by the GNMT penalty ((5 + length) / 6) ** length_penalty, length counting EOS but not BOS. With a
+    coverage penalty, every comparison adds it times the coverage term of the rows each hypothesis has run,
+    the one that scored the candidates included."""
+    def coverage(tokens) -> float:
+        return coverage_penalty * reference_coverage_term(model, src, tokens) if coverage_penalty else 0.0
+
     hypotheses = [([BOS], 0.0)]
     with torch.no_grad():
         while len(hypotheses[0][0]) < max_len and not all(tokens[-1] in (EOS, PAD) for tokens, _ in hypotheses):
             candidates = []
             for tokens, score in hypotheses:
+                penalty = coverage(tokens)
                 if tokens[-1] in (EOS, PAD):
-                    candidates.append((tokens + [PAD], score))
+                    candidates.append((tokens + [PAD], score, score + penalty))
                     continue
                 log_probs = model(src, torch.tensor([tokens]))[0, -1].log_softmax(-1).tolist()
-                candidates += [(tokens + [token], score + log_prob) for token, log_prob in enumerate(log_probs)
-                               if token not in (PAD, BOS)]
-            hypotheses = sorted(candidates, key=lambda candidate: candidate[1], reverse=True)[:beam_size]
+                candidates += [(tokens + [token], score + log_prob, score + log_prob + penalty)
+                               for token, log_prob in enumerate(log_probs) if token not in (PAD, BOS)]
+            best = sorted(candidates, key=lambda candidate: candidate[2], reverse=True)[:beam_size]
+            hypotheses = [(tokens, score) for tokens, score, _ in best]
 
-    def normalised(hypothesis) -> float:
+    def final(hypothesis) -> float:
         tokens, score = hypothesis
         length = sum(token != PAD for token in tokens[1:])
-        return score / ((5 + length) / 6) ** length_penalty
+        return score / ((5 + length) / 6) ** length_penalty + coverage(tokens)
 
-    return max(hypotheses, key=normalised)[0]
+    return max(hypotheses, key=final)[0]
 
 
 def test_beam_search_equals_the_plain_one_for_every_length_penalty(peaked_model):
@@ -225,6 +247,29 @@ def test_beam_search_equals_the_plain_one_for_every_length_penalty(peaked_model)
     assert any(winners[0.0, row] != winners[2.0, row] for row in range(len(lengths)))
 
 
+def test_beam_search_equals_the_plain_one_for_every_coverage_penalty(peaked_model):
+    """The coverage penalty in the search and in the final choice, batched and cached, against full re-runs of each
+    hypothesis alone; finished hypotheses keep the coverage they ended with."""
+    src, _ = random_batch(peaked_model.config, [6, 4, 5, 3, 7], [1, 1, 1, 1, 1], seed=23)
+    lengths = (src != PAD).sum(-1).tolist()
+    winners = {}
+    for coverage_penalty in (0.0, 0.3, 2.0):
+        batched = beam_search(peaked_model, src, beam_size=3, max_len=12, length_penalty=0.6,
+                              coverage_penalty=coverage_penalty)
+        for row, length in enumerate(lengths):
+            expected = reference_beam_search(peaked_model, src[row:row + 1, :length], 3, 12, 0.6, coverage_penalty)
+            assert batched[row, :len(expected)].tolist() == expected, (coverage_penalty, row)
+            winners[coverage_penalty, row] = expected
+    assert any(winners[0.0, row] != winners[2.0, row] for row in range(len(lengths)))
+
+
+@pytest.mark.parametrize("coverage_penalty", [-0.1, float("inf"), True, "0.1", float("nan")])
+def test_a_bad_coverage_penalty_is_refused(peaked_model, coverage_penalty):
+    src, _ = random_batch(peaked_model.config, [4], [1])
+    with pytest.raises(ValueError, match="coverage_penalty"):
+        beam_search(peaked_model, src, beam_size=2, coverage_penalty=coverage_penalty)
+
+
 def test_beams_that_swap_places_keep_their_own_cached_keys(trained):
     """Beam search continues hypotheses from other rows than their own at most steps: the cache must follow
     them (`DecoderCache.reorder`). Against full re-runs and the plain beam search, on inputs this checkpoint is
@@ -233,10 +278,28 @@ def test_beams_that_swap_places_keep_their_own_cached_keys(trained):
     src = source_batch(trained, texts)
     cached = beam_search(trained.model, src, beam_size=4)
     assert torch.equal(cached, beam_search(trained.model, src, beam_size=4, use_cache=False))
+    covered = beam_search(trained.model, src, beam_size=4, coverage_penalty=0.5)  # coverage must follow them too
+    assert torch.equal(covered, beam_search(trained.model, src, beam_size=4, use_cache=False, coverage_penalty=0.5))
     for row in range(0, 60, 10):
         one = src[row:row + 1, :len(trained.encode(texts[row]))]
         expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6)
         assert cached[row, :len(expected)].tolist() == expected
+
+
+def test_coverage_follows_the_beams_of_a_trained_model(trained):
+    """Its cross-attention is sharp (each output letter looks at one input letter), so a hypothesis that skips a
+    letter has a hole in its coverage: the penalty must follow each hypothesis when beams swap places, and count
+    in the final choice, as the plain beam search does it, on inputs longer than the checkpoint learnt."""
+    texts = fresh_strings(24, (7, 9), seed=11)
+    src = source_batch(trained, texts)
+    plain = beam_search(trained.model, src, beam_size=4)
+    covered = beam_search(trained.model, src, beam_size=4, coverage_penalty=1.0)
+    changed = [row for row in range(len(texts)) if not torch.equal(plain[row], covered[row])]
+    assert len(changed) >= 2  # it changes outputs here, or this test could not see it ignored
+    for row in changed + [row for row in range(len(texts)) if row not in changed][:3]:
+        one = src[row:row + 1, :len(trained.encode(texts[row]))]
+        expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6, 1.0)
+        assert covered[row, :len(expected)].tolist() == expected, texts[row]
 
 
 def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):

@@ -5,7 +5,7 @@ import json
 import shutil
 
 from transformer import load_checkpoint
-from transformer.evaluate import FLOORS, evaluate, fresh_examples, main, translate_texts
+from transformer.evaluate import FLOORS, evaluate, fresh_examples, main, record, translate_texts
 from transformer.tasks import DATE_FORMATS, generate
 
 
@@ -57,3 +57,14 @@ def test_record_writes_the_figures_into_the_card(tiny_checkpoint, tmp_path, caps
     assert 0 <= card["metrics"]["fresh_exact_match_worst_case"] <= card["metrics"]["fresh_exact_match"] <= 1
     assert "--per-case 1 --record" in card["training"]["evaluated_by"]
     load_checkpoint(folder)  # the card stays valid
+
+
+def test_a_translation_record_keeps_the_decoding_it_was_measured_with(tiny_checkpoint, tmp_path):
+    """The card's BLEU and the app's default decoding are one setting: every penalty the score was measured with."""
+    folder = shutil.copytree(tiny_checkpoint, tmp_path / "copy")
+    result = {"metric": "bleu", "overall": 45.1, "chrf": 62.8, "per_case": {"1-5 words": 45.0}, "worst": 45.1,
+              "inputs": 3, "beam_size": 4, "length_penalty": 1.2, "coverage_penalty": 0.1}
+    record(load_checkpoint(folder), result, "python -m transformer.evaluate copy --coverage-penalty 0.1 --record")
+    card = load_checkpoint(folder).card
+    assert card.decoding == {"beam_size": 4, "length_penalty": 1.2, "coverage_penalty": 0.1}
+    assert card.metrics["dev_bleu"] == 45.1 and card.metrics["dev_bleu_1-5_words"] == 45.0

@@ -87,6 +87,17 @@ def test_cached_beam_search_equals_full_re_runs_on_the_examples(shipped):
                        beam_search(shipped.model, src, beam_size=4, use_cache=False))
 
 
+def test_eng_fra_decodes_with_its_cards_coverage_penalty():
+    """The card's coverage penalty keeps a phrase that beam search alone drops (README, eng-fra: what was tried)."""
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
+    decoding, text = checkpoint.card.decoding, "I would like a cup of coffee with milk, please."
+    assert decoding["coverage_penalty"] > 0
+    assert checkpoint.translate(text).text == "J'aimerais une tasse de café avec du lait, s'il vous plaît."
+    without = beam_search(checkpoint.model, torch.tensor([checkpoint.encode(text)]), decoding["beam_size"],
+                          length_penalty=decoding["length_penalty"])
+    assert checkpoint.tgt_tokenizer.decode(without[0].tolist()) == "Je voudrais une tasse de café, s'il vous plaît."
+
+
 @pytest.mark.parametrize("name", COMPARISONS)
 def test_a_comparison_checkpoint_shares_its_partners_vocabulary_and_changes_one_idea(name):
     partner, changed = COMPARISONS[name]

@@ -14,6 +14,7 @@ from helpers import PAD, random_batch, small_model
 from transformer import ATTENTION_KINDS, capture
 from ui.analysis import Analysis
 from ui.passes import attention_of
+from ui.sidebar import decoding_text
 from ui.state import ALWAYS_IN_URL, URL_STATE, parse_query, settled, url_params
 from ui.views import BY_KEY, VIEWS
 
@@ -188,3 +189,11 @@ def test_the_registry_has_one_view_per_module_each_with_its_own_key():
 
 def test_app_is_a_short_entry():
     assert len((ROOT / "app.py").read_text(encoding="utf-8").splitlines()) <= 100
+
+
+def test_the_output_caption_names_the_cards_penalties():
+    """A researcher comparing the output with `python -m transformer.evaluate` needs every setting that chose it."""
+    eng_fra = {"beam_size": 4, "length_penalty": 1.2, "coverage_penalty": 0.1}
+    assert decoding_text(4, eng_fra) == "beam search with 4 beams, length penalty 1.2, coverage penalty 0.1"
+    assert decoding_text(3, {}) == "beam search with 3 beams, length penalty 0.6"  # the search's own default
+    assert decoding_text(1, eng_fra) == "greedy"  # greedy has no penalties to name

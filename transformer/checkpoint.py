@@ -66,7 +66,7 @@ class ModelCard:
     history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric"}
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
-    decoding: dict = field(default_factory=dict)  # how the app decodes by default: {"beam_size", "length_penalty"}
+    decoding: dict = field(default_factory=dict)  # app default: {"beam_size", "length_penalty", "coverage_penalty"}
     # --- Converted models (transformer/convert.py): where the weights came from, under which licence, and how.
     source: str = ""  # e.g. "Hugging Face Helsinki-NLP/opus-mt-en-fr" or the folder converted
     licence: str = ""  # the licence the original model was published under, e.g. "apache-2.0"
@@ -105,12 +105,15 @@ class ModelCard:
         for index, snapshot in enumerate(snapshots):
             _check_snapshot_entry(snapshot, f"{source}: snapshots[{index}]")
         check_dict(values.get("training", {}), f"{source}: field 'training'", MAX_HISTORY_KEYS * 4)
-        decoding = check_dict(values.get("decoding", {}), f"{source}: field 'decoding'", 2)
-        if set(decoding) - {"beam_size", "length_penalty"}:
-            raise CheckpointError(f"{source}: field 'decoding' takes beam_size and length_penalty only")
+        decoding = check_dict(values.get("decoding", {}), f"{source}: field 'decoding'", 3)
+        if set(decoding) - {"beam_size", "length_penalty", "coverage_penalty"}:
+            raise CheckpointError(f"{source}: field 'decoding' takes beam_size, length_penalty and coverage_penalty "
+                                  "only")
         check_number(decoding.get("beam_size", 1), f"{source}: decoding['beam_size']", integer=True, minimum=1,
                      maximum=16)
         check_number(decoding.get("length_penalty", 0.6), f"{source}: decoding['length_penalty']", minimum=0, maximum=2)
+        check_number(decoding.get("coverage_penalty", 0.0), f"{source}: decoding['coverage_penalty']", minimum=0,
+                     maximum=2)
         return cls(**values)
 
     def save(self, path: Path) -> None:
@@ -374,9 +377,10 @@ class Checkpoint:
             warnings.append(
                 f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids], device=model_device(model))
-        length_penalty = self.card.decoding.get("length_penalty", 0.6)
-        decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(model, src, beam_size, max_len,
-                                                                                 length_penalty)
+        decoding = self.card.decoding
+        decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(
+            model, src, beam_size, max_len, decoding.get("length_penalty", 0.6),
+            coverage_penalty=decoding.get("coverage_penalty", 0.0))
         sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:

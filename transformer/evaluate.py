@@ -40,7 +40,7 @@ LONG_INPUT_CASES = ("joined", "clauses")  # made of dev pairs: scored apart from
 
 def translate_texts(
     model: Transformer, src_tokenizer: Tokenizer, tgt_tokenizer: Tokenizer, texts: Sequence[str],
-    batch_size: int = 256, beam_size: int = 1, length_penalty: float = 0.6,
+    batch_size: int = 256, beam_size: int = 1, length_penalty: float = 0.6, coverage_penalty: float = 0.0,
 ) -> list[str]:
     """Translate many texts, batched by similar length; outputs in input order."""
     config = model.config
@@ -56,7 +56,7 @@ def translate_texts(
         src = src.to(model_device(model))  # (batch, width) where the model is: a model trained on a GPU decodes there
         limit = 2 * width + 10  # outputs are never much longer than inputs: don't let a poor model ramble
         decoded = (greedy(model, src, limit) if beam_size == 1
-                   else beam_search(model, src, beam_size, limit, length_penalty))
+                   else beam_search(model, src, beam_size, limit, length_penalty, coverage_penalty=coverage_penalty))
         for row, i in enumerate(chunk):
             outputs[i] = tgt_tokenizer.decode(decoded[row].tolist())
     return outputs
@@ -111,14 +111,14 @@ def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIR
 
 
 def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1,
-             length_penalty: float = 0.6) -> dict:
+             length_penalty: float = 0.6, coverage_penalty: float = 0.0) -> dict:
     """The task's metric overall and per case, the worst case, whether the floor is met, and the errors.
     Translation: overall BLEU and chrF over the cases not named as LONG_INPUT_CASES, whose scores stand apart in
     per_case."""
     task = checkpoint.card.task
     predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
                                   [source for _, source, _ in cases], beam_size=beam_size,
-                                  length_penalty=length_penalty)
+                                  length_penalty=length_penalty, coverage_penalty=coverage_penalty)
     by_case: dict[str, tuple[list[str], list[str]]] = {}
     for (case, _, target), prediction in zip(cases, predictions):
         by_case.setdefault(case, ([], []))[0].append(prediction)
@@ -130,7 +130,7 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
     worst = overall if task == "translate" else min(per_case.values())
     result = {"metric": METRICS[task], "overall": overall, "per_case": per_case, "worst": worst, "floor": FLOORS[task],
               "meets_floor": worst >= FLOORS[task], "inputs": len(main), "beam_size": beam_size,
-              "length_penalty": length_penalty,
+              "length_penalty": length_penalty, "coverage_penalty": coverage_penalty,
               "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
     if task == "translate":
         result["chrf"] = chrf([p for p, _ in main], [target for _, target in main])
@@ -146,7 +146,7 @@ def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
         card.metrics["dev_chrf"] = round(result["chrf"], 4)
         for case, value in result["per_case"].items():  # "1-5 words" -> dev_bleu_1-5_words
             card.metrics[f"dev_bleu_{case.replace(', ', '_').replace(' ', '_')}"] = round(value, 4)
-        card.decoding = {"beam_size": result["beam_size"], "length_penalty": result["length_penalty"]}
+        card.decoding = {key: result[key] for key in ("beam_size", "length_penalty", "coverage_penalty")}
     elif len(result["per_case"]) > 1:
         card.metrics[f"{name}_worst_case"] = round(result["worst"], 4)
     card.metrics["evaluated_inputs"] = result["inputs"]
@@ -161,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--data", help="corpus path, if not where the card says (translate only)")
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
+    parser.add_argument("--coverage-penalty", type=float, default=0.0, help="beam search: GNMT coverage penalty beta")
     parser.add_argument("--joined", action="store_true",
                         help="translate: also score long inputs of 2-3 joined dev pairs, and of two dev statements "
                              "joined by a conjunction")
@@ -173,10 +174,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     cases = evaluation_cases(checkpoint, args.per_case, args.data)
     if args.joined:
         cases += joined_cases(cases)
-    result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty)
+    result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty, args.coverage_penalty)
     chrf_text = f", chrF {result['chrf']:.2f}" if "chrf" in result else ""
     print(f"{checkpoint.name}: {result['metric']} = {result['overall']:.4f}{chrf_text} on {result['inputs']} unseen "
-          f"inputs ({time.perf_counter() - start:.1f} s, beam {args.beam_size}, length penalty {args.length_penalty})")
+          f"inputs ({time.perf_counter() - start:.1f} s, beam {args.beam_size}, length penalty {args.length_penalty}, "
+          f"coverage penalty {args.coverage_penalty})")
     if len(result["per_case"]) > 1:
         for case, value in result["per_case"].items():
             print(f"  {case:<24} {value:.4f}")

@@ -119,6 +119,15 @@ def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
     return amounts[0], amounts[1]
 
 
+def decoding_text(beam_size: int, decoding: dict) -> str:
+    """How the output was decoded, penalties included: beam search takes them from the card, whatever its width."""
+    if beam_size == 1:
+        return "greedy"
+    text = f"beam search with {beam_size} beams, length penalty {decoding.get('length_penalty', 0.6)}"
+    coverage = decoding.get("coverage_penalty", 0.0)
+    return text + (f", coverage penalty {coverage}" if coverage else "")
+
+
 def show_output(page: Page, headline) -> None:
     """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
     mode input and output are one line of plain text in `headline` (beside the view picker)."""
@@ -133,8 +142,7 @@ def show_output(page: Page, headline) -> None:
         headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
         return
     output = st.container()
-    output.caption(f"Output of {plain(page.name)}" + (f", beam search with {page.beam_size} beams" if page.beam_size > 1
-                                                else ", greedy"))
+    output.caption(f"Output of {plain(page.name)}, {decoding_text(page.beam_size, page.card.decoding)}")
     with output:
         model_output(analysis.text)
     # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.
