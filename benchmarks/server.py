@@ -80,11 +80,13 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=str(CHROMIUM), timeout=60_000, args=CHROMIUM_ARGS)
 
 
-def wait_for_rerun(page, settle_s: float = 1.0) -> None:
+def wait_for_rerun(page, settle_s: float = 1.0, start_s: float = 0.5) -> None:
     """Wait (bounded by RUN_S) until the app has finished its rerun: no status widget, no placeholders left,
-    then `settle_s` for Plotly to draw. Raises TimeoutError if it is still running."""
+    then `settle_s` for Plotly to draw. Raises TimeoutError if it is still running. `start_s`: how long the rerun
+    that an action triggers takes to start; 0 where the caller has already seen it start (a new page's first figure,
+    or the link the rerun rewrites), since Streamlit shows its status widget from the rerun's first moment."""
     deadline = time.monotonic() + RUN_S
-    time.sleep(0.5)  # the rerun that an action triggers starts a moment later
+    time.sleep(start_s)
     while page.locator('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]').count():
         if time.monotonic() > deadline:
             raise TimeoutError(f"the app was still running after {RUN_S} s")

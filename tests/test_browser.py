@@ -234,7 +234,7 @@ def figure_measures(page, index: int | str) -> dict:
 def open_link(page, url: str, **params) -> None:
     page.goto(url + "?" + urllib.parse.urlencode(params))
     page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
-    wait_for_rerun(page, settle_s=0.2)
+    wait_for_rerun(page, settle_s=0.2, start_s=0)
 
 
 def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int],
@@ -343,14 +343,14 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                 for kind in then_kinds:
                     page.get_by_role("radio", name=KIND_LABELS[kind], exact=True).click()
                     page.wait_for_url(lambda url: f"kind={kind}" in url)
-                    wait_for_rerun(page, settle_s=0.2)
+                    wait_for_rerun(page, settle_s=0.2, start_s=0)
                     index, axes = figures[0]
                     measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts, grid)
                     screenshot(page, folder, f"{name}-{kind}")
                 if view == "model":  # the head it opens: the Attention view of that head, every token labelled
                     page.get_by_role("button", name="Open in the Attention view").click()
                     page.wait_for_url(lambda url: "view=attention" in url)
-                    wait_for_rerun(page, settle_s=0.2)
+                    wait_for_rerun(page, settle_s=0.2, start_s=0)
                     measured(f"{name}-opened", 0, "xy", "encoder.self", counts, grid)
                     screenshot(page, folder, f"{name}-opened")
         assert not page.locator('[data-testid="stException"]').count()
