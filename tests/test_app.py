@@ -693,26 +693,43 @@ def test_a_refused_link_value_is_named_with_what_is_used_instead(app):
 # ---------------------------------------------------------------------------------------------- attribution views
 
 
-@pytest.mark.parametrize("view", ["attribution", "patching"])
-def test_attribution_views_render_on_reverse(app, reverse_checkpoints, monkeypatch, view):
+@pytest.mark.parametrize("view, opened, figures", [("attribution", False, 1), ("attribution", True, 2),
+                                                   ("patching", False, 2)])
+def test_attribution_views_render_on_reverse(app, reverse_checkpoints, monkeypatch, view, opened, figures):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
     at = ok(app(view=view, text="abc12", corrupt="abc13"))  # patching: one character edited
-    assert len(charts(at)) == 2
+    if opened:
+        at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
+        ok(at.run())
+    assert len(charts(at)) == figures
     assert not at.warning
 
 
-def test_attribution_shows_the_librarys_arrays(app, app_checkpoints):
-    at = ok(app(view="attribution", text="attr9", attr_token="2"))
+def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch):
+    """The chosen piece by every method, computed for that piece alone; every piece once the overview is opened."""
     expected = transformer.attribution.explain(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]), "attr9")
-    methods = panels(at, 0)
-    assert len(methods) == len(expected.methods)
+    ui.shared.clear()
+    asked = []
+    attribute = transformer.attribution.attribute
+    monkeypatch.setattr(transformer.attribution, "attribute",
+                        lambda *args, **kwargs: asked.append(kwargs.get("rows")) or attribute(*args, **kwargs))
+    at = ok(app(view="attribution", text="attr9", attr_token="2"))
+    assert asked == [[2]]  # integrated gradients for one piece, not for all six
     cross = expected.methods["attention_last"]
-    np.testing.assert_allclose(methods[0], cross / np.abs(cross).max(), atol=1e-6)  # each panel over its peak
-    row = array(figure(at, 1)["data"][0]["z"])  # one output piece: method x source
-    np.testing.assert_allclose(row[0], cross[2] / np.abs(cross[2]).max(), atol=1e-6)
+    row = array(figure(at, 0)["data"][0]["z"])  # one output piece: method x source
+    assert row.shape == (len(expected.methods), cross.shape[1])
+    for method, values in zip(row, expected.methods.values()):  # each method's row over its own peak
+        np.testing.assert_allclose(method, values[2] / np.abs(values[2]).max(), atol=1e-5)
     assert at.selectbox(key="attr_token").value == 2
     assert "integrated_gradients" in " ".join(texts(at.text))
     assert at.dataframe[-1].value["method"].tolist()[-1] == "random"  # the README's faithfulness table
+
+    at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
+    ok(at.run())
+    assert asked[1:] == [None]
+    methods = panels(at, 1)
+    assert len(methods) == len(expected.methods)
+    np.testing.assert_allclose(methods[0], cross / np.abs(cross).max(), atol=1e-6)  # each panel over its peak
 
 
 def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):

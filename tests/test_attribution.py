@@ -93,6 +93,9 @@ def test_integrated_gradients_match_captum():
         captum = IntegratedGradients(lambda e: _log_prob_rows(model, src, tgt, targets, e)[:, t])
         theirs = captum.attribute(embeddings, baselines=0.0, n_steps=16, method="gausslegendre").sum(dim=-1)[0]
         assert np.allclose(ours[t], theirs.detach().numpy(), atol=1e-5)
+    # Some rows only (the Attribution view's chosen piece): one block from row 1 to the last, rows picked out of it.
+    some = [1, ROWS_PER_PASS + 1, ROWS_PER_PASS + 2, rows - 1]
+    assert np.allclose(integrated_gradients(model, src, tgt, targets, some, steps=16), ours[some], atol=1e-5)
 
 
 def test_integrated_gradients_complete_and_input_x_gradient_is_one_point():
@@ -126,6 +129,13 @@ def test_attribute_rows_are_normalised_as_documented():
     without, no_prefix = attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], ig_steps=8,
                                    with_prefix=False)  # flow over the source's columns only
     assert no_prefix == {} and all(np.allclose(without[name], methods[name], atol=1e-6) for name in METHODS)
+    some, some_prefix = attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], rows=[3, 1], ig_steps=8)
+    for name in METHODS:  # the rows asked for, in ascending order, as the whole table has them
+        assert np.allclose(some[name], methods[name][[1, 3]], atol=1e-5), name
+    assert all(np.allclose(some_prefix[name], prefix[name][[1, 3]], atol=1e-5) for name in prefix)
+    for rows in ([], [5], [-1]):
+        with pytest.raises(ValueError, match="decoder positions from 0 to 4"):
+            attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], rows=rows, ig_steps=8)
 
 
 def test_patch_feeds_embeddings_in_without_changing_a_plain_run():

@@ -24,6 +24,7 @@ decoder position t (teacher-forced on the decoded output). Rows are normalised a
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,44 +262,49 @@ def token_embeddings(model: Transformer, src: torch.Tensor) -> torch.Tensor:
 ROWS_PER_PASS = 8  # output rows whose backward passes share one decoder pass cut after the last of them
 
 
-def _gradients(model, src, tgt, targets, points: torch.Tensor) -> torch.Tensor:
-    """∂ log p(y_t)/∂e at each point (points, src_len, d_model), for every t: (tgt_len, points, src_len, d_model).
+def _gradients(model, src, tgt, targets, points: torch.Tensor, rows: list[int] | None) -> torch.Tensor:
+    """∂ log p(y_t)/∂e at each point (points, src_len, d_model), for each t in `rows` (ascending; None: every row):
+    (len(rows), points, src_len, d_model).
 
     One backward pass per output row. The decoder is causal, so row t needs decoder positions up to t only: rows go
-    in blocks of ROWS_PER_PASS, each over a decoder pass cut after its last row, with the output projection of its
-    own rows. At 63 rows that is about half the work of backward passes through the whole decoder; the encoder runs
-    once for all."""
+    in blocks of ROWS_PER_PASS, each over a decoder pass cut after its last row, with the output projection of the
+    positions from its first row on. At 63 rows that is about half the work of backward passes through the whole
+    decoder; the encoder runs once for all."""
+    rows = list(range(tgt.size(1))) if rows is None else rows
     points = points.detach().requires_grad_(True)
-    batch, tgt_len = points.size(0), tgt.size(1)
+    batch = points.size(0)
     src = src.expand(batch, -1)
     memory = _memory(model, src, points)  # (points, src_len, d_model)
     grads = []
-    for start in range(0, tgt_len, ROWS_PER_PASS):
-        rows = range(start, min(start + ROWS_PER_PASS, tgt_len))
-        logits = model.decode(tgt[:, : rows.stop].expand(batch, -1), memory, src, positions=slice(start, None))
-        log_probs = logits.log_softmax(dim=-1)[:, torch.arange(len(rows)), targets[start: rows.stop]]  # (points, rows)
-        grads += [torch.autograd.grad(log_probs[:, i].sum(), points, retain_graph=True)[0] for i in range(len(rows))]
+    for first in range(0, len(rows), ROWS_PER_PASS):
+        block = rows[first: first + ROWS_PER_PASS]
+        start, stop = block[0], block[-1] + 1
+        logits = model.decode(tgt[:, :stop].expand(batch, -1), memory, src, positions=slice(start, None))
+        log_probs = logits.log_softmax(dim=-1)[:, [row - start for row in block], targets[block]]  # (points, block)
+        grads += [torch.autograd.grad(log_probs[:, i].sum(), points, retain_graph=True)[0] for i in range(len(block))]
     return torch.stack(grads)
 
 
-def input_x_gradient(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
-    """e_j · ∂ log p(y_t)/∂e_j, summed over dimensions: (tgt_len, src_len), unnormalised."""
+def input_x_gradient(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
+                     rows: list[int] | None = None) -> np.ndarray:
+    """e_j · ∂ log p(y_t)/∂e_j, summed over dimensions, for t in `rows`: (len(rows), src_len), unnormalised."""
     embeddings = token_embeddings(model, src)
-    grads = _gradients(model, src, tgt, targets, embeddings)[:, 0]  # (tgt_len, src_len, d_model)
+    grads = _gradients(model, src, tgt, targets, embeddings, rows)[:, 0]  # (rows, src_len, d_model)
     return (grads * embeddings[0]).sum(dim=-1).numpy()
 
 
 def integrated_gradients(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
-                         steps: int = 32) -> np.ndarray:
-    """(e_j - 0) · ∫₀¹ ∂ log p(y_t)/∂e_j(α e) dα summed over dimensions: (tgt_len, src_len), unnormalised.
+                         rows: list[int] | None = None, steps: int = 32) -> np.ndarray:
+    """(e_j - 0) · ∫₀¹ ∂ log p(y_t)/∂e_j(α e) dα summed over dimensions, for t in `rows`: (len(rows), src_len),
+    unnormalised.
 
     The integral is a `steps`-point Gauss-Legendre rule on [0, 1], all points in one batched pass."""
     nodes, weights = np.polynomial.legendre.leggauss(steps)
     alphas = torch.tensor((nodes + 1) / 2, dtype=torch.float32)  # (steps,) from [-1, 1] to [0, 1]
     weights = torch.tensor(weights / 2, dtype=torch.float32)
     embeddings = token_embeddings(model, src)
-    grads = _gradients(model, src, tgt, targets, alphas[:, None, None] * embeddings)  # (tgt, steps, src, d_model)
-    average = torch.einsum("s,tsjd->tjd", weights, grads)  # (tgt_len, src_len, d_model)
+    grads = _gradients(model, src, tgt, targets, alphas[:, None, None] * embeddings, rows)  # (rows, steps, src, d)
+    average = torch.einsum("s,tsjd->tjd", weights, grads)  # (rows, src_len, d_model)
     return (average * embeddings[0]).sum(dim=-1).numpy()
 
 
@@ -311,25 +317,26 @@ def normalise_rows(matrix: np.ndarray, signed: bool = False) -> np.ndarray:
 
 
 @torch.no_grad()
-def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, with_flow: bool, with_prefix: bool):
+def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, rows: list[int], with_flow: bool,
+                       with_prefix: bool):
     with capture(model) as record:
         model(src, tgt)
-    cross = cross_attention(record)  # (layers, heads, tgt, src)
-    tgt_len, src_len = cross.shape[2:]
+    cross = cross_attention(record)[:, :, rows]  # (layers, heads, rows, src)
+    tgt_len, src_len = tgt.size(1), src.size(1)
     stages = mixing_stages(record)
-    rolled = rollout(stages)[:tgt_len]  # (tgt, tgt + src)
+    rolled = rollout(stages)[rows]  # (rows, tgt + src)
     methods = {
         "attention_last": cross[-1].mean(axis=0),
         "attention_mean": cross.mean(axis=(0, 1)),
-        "value_norms": normalise_rows(value_norms(model, record)[1][-1]),
+        "value_norms": normalise_rows(value_norms(model, record)[1][-1][rows]),
         "rollout": normalise_rows(rolled[:, tgt_len:]),
     }
-    alti = rollout(alti_stages(model, record))[:tgt_len]  # (tgt, tgt + src)
+    alti = rollout(alti_stages(model, record))[rows]  # (rows, tgt + src)
     methods["alti_plus"] = normalise_rows(alti[:, tgt_len:])
     prefix = ({"rollout": normalise_rows(rolled[:, :tgt_len]), "alti_plus": normalise_rows(alti[:, :tgt_len])}
               if with_prefix else {})
     if with_flow:  # a max-flow per cell: the prefix's columns only when asked for
-        flowed = flow(stages, range(tgt_len), range(0 if with_prefix else tgt_len, tgt_len + src_len))
+        flowed = flow(stages, rows, range(0 if with_prefix else tgt_len, tgt_len + src_len))
         methods["flow"] = normalise_rows(flowed[:, -src_len:])
         if with_prefix:
             prefix["flow"] = normalise_rows(flowed[:, :tgt_len])
@@ -337,18 +344,23 @@ def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor,
 
 
 def attribute(model: Transformer, src_ids: list[int], tgt_ids: list[int], output_ids: list[int], *,
-              with_flow: bool = True, with_prefix: bool = True, ig_steps: int = 32,
+              rows: Sequence[int] | None = None, with_flow: bool = True, with_prefix: bool = True, ig_steps: int = 32,
               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Every method for one input: (methods, prefix), method name -> (tgt_len, src_len) / (tgt_len, tgt_len).
+    """Every method for one input: (methods, prefix), method name -> (rows, src_len) / (rows, tgt_len).
 
     src_ids: encoder input (ending with EOS); tgt_ids: decoder input (BOS first); output_ids: the piece each decoder
-    position predicts (same length as tgt_ids). `with_flow=False` skips flow, the slow one (a max-flow per cell);
-    `with_prefix=False` returns no prefix and spares flow the prefix's columns (a third of the cells at most)."""
+    position predicts (same length as tgt_ids). `rows`: the decoder positions to explain (all by default); the
+    gradient methods, whose cost grows with every row, then run those rows' backward passes only.
+    `with_flow=False` skips flow, the slow one (a max-flow per cell); `with_prefix=False` returns no prefix and
+    spares flow the prefix's columns (a third of the cells at most)."""
     src, tgt, targets = torch.tensor([src_ids]), torch.tensor([tgt_ids]), torch.tensor(output_ids)
-    methods, prefix = _attention_methods(model, src, tgt, with_flow, with_prefix)
-    methods["input_x_gradient"] = normalise_rows(input_x_gradient(model, src, tgt, targets), signed=True)
+    rows = list(range(len(tgt_ids))) if rows is None else sorted(set(rows))
+    if not rows or not 0 <= rows[0] <= rows[-1] < len(tgt_ids):
+        raise ValueError(f"rows must be decoder positions from 0 to {len(tgt_ids) - 1}, got {rows!r:.60}")
+    methods, prefix = _attention_methods(model, src, tgt, rows, with_flow, with_prefix)
+    methods["input_x_gradient"] = normalise_rows(input_x_gradient(model, src, tgt, targets, rows), signed=True)
     methods["integrated_gradients"] = normalise_rows(
-        integrated_gradients(model, src, tgt, targets, ig_steps), signed=True)
+        integrated_gradients(model, src, tgt, targets, rows, ig_steps), signed=True)
     return methods, prefix
 
 

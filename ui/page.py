@@ -102,10 +102,12 @@ class Page:
         someone chose other decoding there."""
         return passes.translate(self.path, self.version, self.text, self.card.decoding.get("beam_size", 1))
 
-    def explained(self) -> passes.Explained:
-        """Every attribution method's (outputs x source) array for this input's default decoding."""
+    def explained(self, row: int | None = None) -> passes.Explained:
+        """Every attribution method's (rows x source) array for this input's default decoding: output `row` alone
+        (one row each), or every output piece (None)."""
         decoded = self.default_translation()
-        methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids)
+        methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids,
+                                   row)
         return passes.Explained(methods, decoded.src_tokens, decoded.output_tokens)
 
     def lens(self) -> passes.Lens:

@@ -247,7 +247,7 @@ README = Path(__file__).parents[1] / "README.md"
 
 
 class Explained(NamedTuple):
-    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (outputs, src_len)) in transformer.attribution's order
+    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (rows, src_len)) in transformer.attribution's order
     src_tokens: tuple[str, ...]
     output_tokens: tuple[str, ...]
 
@@ -269,12 +269,12 @@ class Patched(NamedTuple):
     corrupted_log_prob: float = 0.0
 
 
-@shared_pass("Attributing every output piece by every method…")
-def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
-    """Every attribution method's (outputs, src_len) array for one decoded input: ((method, array), ...) in
-    transformer.attribution's order."""
+@shared_pass("Attributing by every method…")
+def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, row: int | None) -> tuple:
+    """Every attribution method's (rows, src_len) array for one decoded input, for output `row` alone or for every
+    row (None): ((method, array), ...) in transformer.attribution's order."""
     methods, _ = attribution.attribute(load(path, version).checkpoint.model, list(src_ids), list(tgt_ids),
-                                       list(output_ids), with_prefix=False)
+                                       list(output_ids), rows=None if row is None else [row], with_prefix=False)
     return tuple((name, read_only(matrix)) for name, matrix in methods.items())
 
 

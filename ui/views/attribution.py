@@ -1,5 +1,5 @@
-"""Is attention explanation? Eight attribution methods side by side for this input, one output piece by every
-method, and how faithful each method was measured to be (the README's table)."""
+"""Is attention explanation? Eight attribution methods side by side for one output piece of this input, every piece
+by every method on request, and how faithful each method was measured to be (the README's table)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -37,22 +37,30 @@ def table(lines: tuple[str, ...]) -> pd.DataFrame:
 
 
 def render(page: Page) -> None:
-    explained = page.explained()
-    methods = dict(explained.methods)
-    outputs, src = list(explained.output_tokens), list(explained.src_tokens)
+    decoded = page.default_translation()
+    outputs, src = list(decoded.output_tokens), list(decoded.src_tokens)
     if page.beam_size > 1:
         st.caption("Attribution explains the checkpoint's default decoding; the output above may differ.")
-    show_figure(page, once(viz.attribution_figure, methods, outputs, src, title="Attribution by method",
-                           theme=page.theme), "attribution-methods")
-    st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each panel "
-               "is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     token = settle("attr_token", range(len(outputs)))
     token = st.selectbox("Output piece", range(len(outputs)), key="attr_token", persist_state="session",
                          format_func=lambda t: f"{t}: {outputs[t]}")
-    show_figure(page, once(viz.token_attribution_figure, methods, src, token, outputs[token], theme=page.theme),
+    # The chosen piece alone: the gradient methods' backward passes grow with every row explained.
+    chosen = dict(page.explained(row=token).methods)
+    show_figure(page, once(viz.token_attribution_figure, chosen, src, 0, outputs[token], theme=page.theme),
                 "attribution-token")
+    st.caption("Each method's row is divided by its own peak (hover a cell for the raw value); gradients are signed.")
+    # Every piece by every method: integrated gradients then cost a backward pass per piece at each of 32 points
+    # (seconds on a long output), so only while this is open.
+    every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
+    if every.open:
+        with every:
+            methods = dict(page.explained().methods)
+            show_figure(page, once(viz.attribution_figure, methods, outputs, src, title="Attribution by method",
+                                   theme=page.theme), "attribution-methods")
+            st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each "
+                       "panel is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     st.markdown("**The methods**")
-    for name in methods:
+    for name in chosen:
         st.text(f"{name}: {METHOD_NOTES[name]}")
     lines = page.faithfulness_table()
     if lines:
