@@ -730,6 +730,12 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch
     methods = panels(at, 1)
     assert len(methods) == len(expected.methods)
     np.testing.assert_allclose(methods[0], cross / np.abs(cross).max(), atol=1e-6)  # each panel over its peak
+    at.selectbox(key="attr_token").set_value(4)  # another piece while the overview is open: its row, no new pass
+    ok(at.run())
+    assert asked[1:] == [None]
+    row = array(figure(at, 0)["data"][0]["z"])
+    for method, values in zip(row, expected.methods.values()):
+        np.testing.assert_allclose(method, values[4] / np.abs(values[4]).max(), atol=1e-5)
 
 
 def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):
