@@ -96,6 +96,8 @@ def test_integrated_gradients_match_captum():
     # Some rows only (the Attribution view's chosen piece): one block from row 1 to the last, rows picked out of it.
     some = [1, ROWS_PER_PASS + 1, ROWS_PER_PASS + 2, rows - 1]
     assert np.allclose(integrated_gradients(model, src, tgt, targets, some, steps=16), ours[some], atol=1e-5)
+    with pytest.raises(ValueError, match="ascending"):  # a block runs from its first row to its last
+        integrated_gradients(model, src, tgt, targets, [3, 1], steps=16)
 
 
 def test_integrated_gradients_complete_and_input_x_gradient_is_one_point():

@@ -270,7 +270,9 @@ def _gradients(model, src, tgt, targets, points: torch.Tensor, rows: list[int] |
     in blocks of ROWS_PER_PASS, each over a decoder pass cut after its last row, with the output projection of the
     positions from its first row on. At 63 rows that is about half the work of backward passes through the whole
     decoder; the encoder runs once for all."""
-    rows = list(range(tgt.size(1))) if rows is None else rows
+    rows = list(range(tgt.size(1))) if rows is None else list(rows)
+    if rows != sorted(set(rows)):  # each block runs from its first row to its last
+        raise ValueError(f"rows must be distinct and ascending, got {rows!r:.60}")
     points = points.detach().requires_grad_(True)
     batch = points.size(0)
     src = src.expand(batch, -1)
@@ -287,7 +289,8 @@ def _gradients(model, src, tgt, targets, points: torch.Tensor, rows: list[int] |
 
 def input_x_gradient(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
                      rows: list[int] | None = None) -> np.ndarray:
-    """e_j · ∂ log p(y_t)/∂e_j, summed over dimensions, for t in `rows`: (len(rows), src_len), unnormalised."""
+    """e_j · ∂ log p(y_t)/∂e_j, summed over dimensions, for t in `rows` (ascending; None: every row):
+    (len(rows), src_len), unnormalised."""
     embeddings = token_embeddings(model, src)
     grads = _gradients(model, src, tgt, targets, embeddings, rows)[:, 0]  # (rows, src_len, d_model)
     return (grads * embeddings[0]).sum(dim=-1).numpy()
@@ -295,8 +298,8 @@ def input_x_gradient(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, t
 
 def integrated_gradients(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, targets: torch.Tensor,
                          rows: list[int] | None = None, steps: int = 32) -> np.ndarray:
-    """(e_j - 0) · ∫₀¹ ∂ log p(y_t)/∂e_j(α e) dα summed over dimensions, for t in `rows`: (len(rows), src_len),
-    unnormalised.
+    """(e_j - 0) · ∫₀¹ ∂ log p(y_t)/∂e_j(α e) dα summed over dimensions, for t in `rows` (ascending; None: every
+    row): (len(rows), src_len), unnormalised.
 
     The integral is a `steps`-point Gauss-Legendre rule on [0, 1], all points in one batched pass."""
     nodes, weights = np.polynomial.legendre.leggauss(steps)
