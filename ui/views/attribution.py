@@ -44,21 +44,19 @@ def render(page: Page) -> None:
     token = settle("attr_token", range(len(outputs)))
     token = st.selectbox("Output piece", range(len(outputs)), key="attr_token", persist_state="session",
                          format_func=lambda t: f"{t}: {outputs[t]}")
-    # The chosen piece by every method: its row of the overview's table while that is open (computed already), else
-    # computed for that piece alone, since the gradient methods' backward passes grow with every piece explained.
+    # Every piece by every method costs integrated gradients a backward pass per piece at each of 32 points (seconds
+    # on a long output), so it is computed only while its expander is open; the chosen piece is then its row of that
+    # table, else computed for that piece alone. (The expander's key holds whether it is open, before it is drawn.)
     overview_open = bool(st.session_state.get("attr_all"))
     chosen, row = ((dict(page.explained().methods), token) if overview_open
                    else (dict(page.explained(row=token).methods), 0))
     show_figure(page, once(viz.token_attribution_figure, chosen, src, row, outputs[token], theme=page.theme),
                 "attribution-token")
     st.caption("Each method's row is divided by its own peak (hover a cell for the raw value); gradients are signed.")
-    # Every piece by every method: integrated gradients then cost a backward pass per piece at each of 32 points
-    # (seconds on a long output), so only while this is open.
     every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
-    if every.open:
+    if overview_open:
         with every:
-            every_piece = dict(page.explained().methods)  # the pass above already made it: shared, not run again
-            show_figure(page, once(viz.attribution_figure, every_piece, outputs, src, title="Attribution by method",
+            show_figure(page, once(viz.attribution_figure, chosen, outputs, src, title="Attribution by method",
                                    theme=page.theme), "attribution-methods")
             st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each "
                        "panel is divided by its own peak (hover a cell for the raw value); gradients are signed.")
