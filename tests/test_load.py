@@ -5,12 +5,15 @@ and closing and reopening its session; then the checks that would catch one sess
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from urllib.parse import quote, urlencode
 
 from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, Interaction, Page, SessionLog, Tally, none_inside_another,
                              run_load, typed_inputs, verify)
+import benchmarks.load as load_module
 from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
 from ui.widgets import OUTPUT_HELP
@@ -66,6 +69,19 @@ def test_the_checks_find_typed_sentences_as_typed_and_as_a_link_writes_them(tiny
     )
     assert verify(tiny_checkpoint, tally) == 1
     assert tally.errors == [f"session 1 was sent {mine!r}, the input of session 0"]
+
+
+def test_an_output_is_checked_as_the_page_shows_it(tiny_checkpoint, monkeypatch):
+    # st.text strips the ends of what it shows: an output of noise that ends in a space is still the right one.
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    translate = checkpoint.translate
+    monkeypatch.setattr(checkpoint, "translate", lambda text: dataclasses.replace(translate(text), text="8 8 8 "))
+    monkeypatch.setattr(load_module, "load_checkpoint", lambda path: checkpoint)
+    text = "87w8v89574siblq1p8fme8"
+    tally = Tally(sessions=[SessionLog(0, {text}, [text.encode()])],
+                  interactions=[Interaction(0, "type", text, 1.0, "8 8 8"), Interaction(0, "type", text, 1.0, "8 8")])
+    assert verify(tiny_checkpoint, tally) == 1
+    assert tally.errors == [f"session 0 (type): the input {text!r} should give '8 8 8', the page showed '8 8'"]
 
 
 def test_typed_inputs_are_the_tasks_own_long_enough_and_none_inside_another(tiny_checkpoint):
