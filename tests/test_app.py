@@ -16,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 import transformer
 import transformer.attribution
+import transformer.checkpoint
 import transformer.corpus
 import transformer.patching
 import transformer.tokenizer
@@ -295,6 +296,23 @@ def test_decoding_steps_forward_and_back(app):
     assert caption.split(": ", 1)[1].split(" ")[0] == "<s>"  # the query of step 1 reads <s> and step 0's piece
     assert len(caption.split(": ", 1)[1].split(" ")) == 2
     assert at.dataframe  # the candidates
+
+
+def test_the_decoding_view_stops_where_the_sidebars_output_does(app, tiny_checkpoint, tmp_path, monkeypatch):
+    """A model that never ends its output: greedy decoding stops at decoding.output_limit, step by step as in the
+    sidebar (not at max_len), and the sidebar says that the model did not end it."""
+    checkpoint = transformer.load_checkpoint(tiny_checkpoint)
+    with torch.no_grad():
+        checkpoint.model.generator.bias[checkpoint.config.eos_id] = -1e4  # EOS is never chosen
+    root = tmp_path / "checkpoints"
+    transformer.checkpoint.save_checkpoint(root / "endless", checkpoint.model, checkpoint.card,
+                                           checkpoint.src_tokenizer, checkpoint.tgt_tokenizer)
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = ok(app(checkpoint="endless", view="decoding", text="abc"))
+    pieces = 2 * len(checkpoint.encode("abc")) + 9  # a decoder sequence of 2 x 4 + 10 tokens: <s> and the pieces
+    assert at.slider(key="step").max == pieces - 1  # one step per piece
+    assert len(outputs(at)[0].replace(" ", "")) == pieces  # one character a piece
+    assert any(f"stopped it after {pieces} pieces" in warning.value for warning in at.warning)
 
 
 @pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "training", "headview"])

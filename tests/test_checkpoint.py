@@ -73,6 +73,35 @@ def test_long_text_is_truncated_with_a_warning(tiny_checkpoint):
     assert any("cut off" in warning for warning in result.warnings)
 
 
+def never_ending(checkpoint):
+    """`checkpoint` with a model that never chooses EOS: every output runs to the decoding's limit."""
+    with torch.no_grad():
+        checkpoint.model.generator.bias[checkpoint.config.eos_id] = -1e4
+    return checkpoint
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_an_output_the_model_never_ends_stops_at_twice_the_input_plus_ten(tiny_checkpoint, beam_size):
+    """As `python -m transformer.evaluate` decodes (decoding.output_limit), not at max_len, and the output says so."""
+    checkpoint = never_ending(load_checkpoint(tiny_checkpoint))
+    source = len(checkpoint.encode("abc"))  # three characters and </s>
+    result = checkpoint.translate("abc", beam_size=beam_size)
+    assert len(result.tgt_ids) == 2 * source + 9  # a decoder sequence of 2 x 4 + 10 tokens, the last not fed back
+    assert result.warnings == [f"The model did not end its output, so decoding stopped it after {2 * source + 9} "
+                               "pieces (twice the input's tokens plus 10, </s> included: no translation in the "
+                               "training data is that long)."]
+    assert checkpoint.translate("abc", beam_size=beam_size, max_len=6).warnings[-1].endswith(
+        "after 5 pieces (max_len 6 tokens with <s>).")
+    long = checkpoint.translate("abcdefghijklmnop", beam_size=beam_size)  # 2 x 17 + 10 is beyond max_len
+    assert len(long.tgt_ids) == checkpoint.config.max_len - 1
+    assert long.warnings[-1].endswith(f"pieces (max_len {checkpoint.config.max_len} tokens with <s>).")
+
+
+def test_an_output_the_model_ends_has_no_such_warning(tiny_checkpoint):
+    result = load_checkpoint(tiny_checkpoint).translate("abc")
+    assert result.output_ids[-1] == EOS_ID and result.warnings == []
+
+
 def test_unknown_characters_become_unk_with_a_warning(tiny_checkpoint):
     result = load_checkpoint(tiny_checkpoint).translate("ab€")
     assert "<unk>" in result.src_tokens and any("unknown" in w for w in result.warnings)

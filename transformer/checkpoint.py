@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 from .capture import capture
 from .config import TransformerConfig
 from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
-from .decoding import beam_search, check_beam_size, greedy
+from .decoding import beam_search, check_beam_size, greedy, output_limit
 from .masks import decoder_lengths
 from .device import atlas_device, model_device
 from .model import Transformer
@@ -345,7 +345,9 @@ class Checkpoint:
         """Decode `text` (greedy when beam_size is 1; None: as the card's `decoding` says, greedy if it is silent),
         then capture one forward pass over the result.
 
-        `model` runs another set of weights with this checkpoint's tokenizers (e.g. a training snapshot)."""
+        `max_len`: the decoder sequence length (BOS included) to stop at; None: decoding.output_limit of the input,
+        as `python -m transformer.evaluate` decodes. `model` runs another set of weights with this checkpoint's
+        tokenizers (e.g. a training snapshot)."""
         beam_size = self.card.decoding.get("beam_size", 1) if beam_size is None else beam_size
         check_beam_size(beam_size)
         model = model or self.model
@@ -378,10 +380,17 @@ class Checkpoint:
                 f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         src = torch.tensor([ids], device=model_device(model))
         decoding = self.card.decoding
-        decoded = greedy(model, src, max_len) if beam_size == 1 else beam_search(
-            model, src, beam_size, max_len, decoding.get("length_penalty", 0.6),
+        limit = output_limit(len(ids)) if max_len is None else max_len
+        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(
+            model, src, beam_size, limit, decoding.get("length_penalty", 0.6),
             coverage_penalty=decoding.get("coverage_penalty", 0.0))
         sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
+        if sequence[-1] != self.config.eos_id:
+            why = ("twice the input's tokens plus 10, </s> included: no translation in the training data is that long"
+                   if max_len is None and limit < self.config.max_len else f"max_len {min(limit, self.config.max_len)}"
+                   " tokens with <s>")
+            warnings.append(f"The model did not end its output, so decoding stopped it after {len(sequence) - 1} "
+                            f"pieces ({why}).")
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
             probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)

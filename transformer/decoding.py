@@ -36,6 +36,15 @@ def _limit(model: Transformer, max_len: int | None) -> int:
     return min(max_len, model.config.max_len)
 
 
+def output_limit(src_len: int) -> int:
+    """The decoder sequence length (BOS included) that an input of `src_len` source tokens (</s> included) is decoded
+    to when the caller sets none: 2 x src_len + 10, within the model's max_len (the decoding functions clamp it).
+    A translation is never much longer than its source: no pair of the eng-fra corpus comes within one token of this
+    limit (its longest target is 2 x source + 9 tokens). It stops a model that never ends its output of noise from
+    running on to max_len: 42 tokens for a 16-token input of random letters instead of eng-fra's 64."""
+    return 2 * src_len + 10
+
+
 def check_beam_size(beam_size: object) -> None:
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or not 1 <= beam_size <= MAX_BEAM_SIZE:
         raise ValueError(f"beam_size must be an integer from 1 to {MAX_BEAM_SIZE}, got {beam_size!r:.40}")

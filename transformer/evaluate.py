@@ -22,7 +22,7 @@ import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
 from .data import clause_joined_pairs, joined_pairs, read_parallel, source_ids, split_dev
-from .decoding import beam_search, greedy
+from .decoding import beam_search, greedy, output_limit
 from .device import model_device
 from .model import Transformer
 from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_example
@@ -54,7 +54,7 @@ def translate_texts(
         for row, i in enumerate(chunk):
             src[row, : len(encoded[i])] = torch.tensor(encoded[i])
         src = src.to(model_device(model))  # (batch, width) where the model is: a model trained on a GPU decodes there
-        limit = 2 * width + 10  # outputs are never much longer than inputs: don't let a poor model ramble
+        limit = output_limit(width)  # as the app decodes one input of this length
         decoded = (greedy(model, src, limit) if beam_size == 1
                    else beam_search(model, src, beam_size, limit, length_penalty, coverage_penalty=coverage_penalty))
         for row, i in enumerate(chunk):

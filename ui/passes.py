@@ -28,7 +28,7 @@ from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoin
 from transformer import attribution, corpus
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
-from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
+from transformer.decoding import MAX_BEAM_SIZE, output_limit  # noqa: F401 - MAX_BEAM_SIZE: the sidebar's beam limit (it imports no transformer)
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
@@ -218,10 +218,10 @@ def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int)
 
 @shared_pass("Decoding step by step…")
 def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
-    """Greedy generation of the source `src_ids`, one token at a time."""
+    """Greedy generation of the source `src_ids`, one token at a time, to the length the sidebar's decoding stops at."""
     checkpoint = load(path, version).checkpoint
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
-    steps = list(decode_steps(checkpoint.model, source, top_k=TOP_CANDIDATES))
+    steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces
     return DecodingSteps(
