@@ -200,6 +200,14 @@ def reference_coverage_term(model, src: torch.Tensor, tokens: list[int]) -> floa
     return sum(math.log(min(max(c, 1e-6), 1.0)) for c in coverage)
 
 
+def unpadded(tokens) -> list[int]:
+    """A decoded row without its trailing padding: a batch is as wide as its longest row when the search stopped."""
+    tokens = list(tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens)
+    while tokens and tokens[-1] == PAD:
+        tokens.pop()
+    return tokens
+
+
 def reference_beam_search(model, src: torch.Tensor, beam_size: int, max_len: int, length_penalty: float,
                           coverage_penalty: float = 0.0) -> list[int]:
     """Beam search for one input (1, src_len), written out plainly: each hypothesis re-runs the model on its whole
@@ -241,7 +249,7 @@ def test_beam_search_equals_the_plain_one_for_every_length_penalty(peaked_model)
         batched = beam_search(peaked_model, src, beam_size=3, max_len=12, length_penalty=length_penalty)
         for row, length in enumerate(lengths):
             expected = reference_beam_search(peaked_model, src[row:row + 1, :length], 3, 12, length_penalty)
-            assert batched[row, :len(expected)].tolist() == expected, (length_penalty, row)
+            assert unpadded(batched[row]) == unpadded(expected), (length_penalty, row)
             winners[length_penalty, row] = expected
     # The penalty must matter here, or this test could not see it ignored.
     assert any(winners[0.0, row] != winners[2.0, row] for row in range(len(lengths)))
@@ -258,7 +266,7 @@ def test_beam_search_equals_the_plain_one_for_every_coverage_penalty(peaked_mode
                               coverage_penalty=coverage_penalty)
         for row, length in enumerate(lengths):
             expected = reference_beam_search(peaked_model, src[row:row + 1, :length], 3, 12, 0.6, coverage_penalty)
-            assert batched[row, :len(expected)].tolist() == expected, (coverage_penalty, row)
+            assert unpadded(batched[row]) == unpadded(expected), (coverage_penalty, row)
             winners[coverage_penalty, row] = expected
     assert any(winners[0.0, row] != winners[2.0, row] for row in range(len(lengths)))
 
@@ -283,7 +291,20 @@ def test_beams_that_swap_places_keep_their_own_cached_keys(trained):
     for row in range(0, 60, 10):
         one = src[row:row + 1, :len(trained.encode(texts[row]))]
         expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6)
-        assert cached[row, :len(expected)].tolist() == expected
+        assert unpadded(cached[row]) == unpadded(expected)
+
+
+def test_beam_search_stops_once_no_active_hypothesis_can_win(peaked_model):
+    """Exactly the plain search's choice, in fewer steps: the plain one runs until every beam has finished (its
+    output is as long as its last step), beam_search stops once the best finished hypothesis cannot be beaten."""
+    steps = plain_steps = 0
+    for seed in range(10):
+        one, _ = random_batch(peaked_model.config, [5], [1], seed=seed)
+        stopped = beam_search(peaked_model, one, beam_size=3, max_len=16, length_penalty=0.6, coverage_penalty=0.3)
+        expected = reference_beam_search(peaked_model, one, 3, 16, 0.6, 0.3)
+        assert unpadded(stopped[0]) == unpadded(expected), seed
+        steps, plain_steps = steps + stopped.size(1), plain_steps + len(expected)
+    assert steps < plain_steps
 
 
 def test_coverage_follows_the_beams_of_a_trained_model(trained):
@@ -294,12 +315,12 @@ def test_coverage_follows_the_beams_of_a_trained_model(trained):
     src = source_batch(trained, texts)
     plain = beam_search(trained.model, src, beam_size=4)
     covered = beam_search(trained.model, src, beam_size=4, coverage_penalty=1.0)
-    changed = [row for row in range(len(texts)) if not torch.equal(plain[row], covered[row])]
+    changed = [row for row in range(len(texts)) if unpadded(plain[row]) != unpadded(covered[row])]
     assert len(changed) >= 2  # it changes outputs here, or this test could not see it ignored
     for row in changed + [row for row in range(len(texts)) if row not in changed][:3]:
         one = src[row:row + 1, :len(trained.encode(texts[row]))]
         expected = reference_beam_search(trained.model, one, 4, trained.model.config.max_len, 0.6, 1.0)
-        assert covered[row, :len(expected)].tolist() == expected, texts[row]
+        assert unpadded(covered[row]) == unpadded(expected), texts[row]
 
 
 def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):

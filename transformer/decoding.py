@@ -110,6 +110,9 @@ def beam_search(
     small model from dropping a trailing phrase. A hypothesis's coverage is the last decoder layer's cross-attention,
     heads averaged, summed over the query rows it has run (one per token, the row that produced EOS included).
     Measuring it captures that one layer at every step.
+
+    The search stops when every beam has finished, at max_len, or as soon as no active hypothesis can end better
+    than each input's best finished one (`settled`): the same tokens as running on, in fewer steps.
     """
     check_beam_size(beam_size)
     check_coverage_penalty(coverage_penalty)
@@ -126,6 +129,13 @@ def beam_search(
     done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
     first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
     cache = new_cache(model, use_cache)
+
+    def final_scores() -> torch.Tensor:
+        """(batch, beam) the final score of each hypothesis as it stands."""
+        lengths = (tokens[:, 1:] != config.pad_id).sum(dim=-1).view(batch, beam_size)
+        covered = (coverage_penalty * coverage_term(coverage, src_real)).view(batch, beam_size)
+        return scores / ((5.0 + lengths) / 6.0) ** length_penalty + covered
+
     while tokens.size(1) < max_len and not done.all():
         with capture(model, [last_cross]) if coverage_penalty else nullcontext() as record:
             log_probs = next_token_log_probs(model, tokens, memory, src, cache)  # (batch * beam, vocab)
@@ -147,12 +157,25 @@ def beam_search(
         coverage = coverage[origin]
         if cache is not None:
             cache.reorder(origin)
-    lengths = (tokens[:, 1:] != config.pad_id).sum(dim=-1).view(batch, beam_size)
-    final = scores / ((5.0 + lengths) / 6.0) ** length_penalty  # (batch, beam)
-    if coverage_penalty:
-        final = final + coverage_penalty * coverage_term(coverage, src_real).view(batch, beam_size)
-    best = final.argmax(dim=-1)  # (batch,)
+        if length_penalty >= 0 and bool(done.any()) and settled(scores, final_scores(), done.view(batch, beam_size),
+                                                                ((5.0 + max_len - 1) / 6.0) ** length_penalty):
+            break
+    best = final_scores().argmax(dim=-1)  # (batch,)
     return tokens.view(batch, beam_size, -1)[torch.arange(batch), best]
+
+
+def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longest_penalty: float) -> bool:
+    """Whether more steps of beam search cannot change its choice for any input, so that it may stop with exactly
+    the tokens it would choose running on (length_penalty >= 0). An input is settled when its best finished
+    hypothesis f (by final score) beats the best that any active hypothesis's descendants can end with: their
+    summed log-probability only falls (it is at most the active one's now, s <= 0), their coverage part is at most
+    0, and the length penalty grows with length, so they end at most s / longest_penalty. That also keeps f in the
+    beam: s / longest_penalty < final(f) gives s < f's rank in the search (its score plus its coverage part, as
+    longest_penalty >= 1 and f's own penalty is at most longest_penalty), so no descendant outranks it.
+    (batch, beam) each: summed log-probabilities, final scores, finished; longest_penalty: the length penalty of an
+    output of max_len - 1 tokens."""
+    best = torch.where(done, final, float("-inf")).amax(dim=-1, keepdim=True)  # (batch, 1) best finished
+    return bool((done.any(dim=-1) & (done | (scores / longest_penalty < best)).all(dim=-1)).all())
 
 
 @dataclass(frozen=True)
