@@ -172,3 +172,29 @@ def test_mask_figure_all_reasons_leaves_padded_queries_unshaded():
     np.testing.assert_array_equal(combined.z, blocked["padding"].astype(float))  # what the model blocks
     overlays = [t.name for t in fig.data if t.name != "blocked"]
     assert overlays == ["padding", "padded query", "padding"]
+
+
+@pytest.mark.parametrize("show_masks", [True, False])
+def test_a_heatmap_built_as_dicts_is_the_one_plotlys_api_builds(show_masks):
+    """head_heatmap and snapshots_figure build their panels as dicts (viz.panels.matrix_panel), the other heatmap
+    figures through make_subplots and add_matrix: one head must come out the same either way."""
+    import json
+
+    import plotly.io as pio
+
+    from viz.layout import lay_out
+    from viz.panels import add_matrix, has_legend, set_colour_axis, subplots
+    from viz.theme import apply_theme
+
+    rng = np.random.default_rng(4)
+    weights, scores = rng.dirichlet(np.ones(7), size=7), rng.normal(size=(7, 7))
+    tokens, blocked = ["<s>", "a", "b&", "a", "c", "</s>", "<pad>"], {"causal": np.triu(np.ones((7, 7), bool), 1)}
+    theme = viz.Theme(large=True)
+    fig = subplots(1, 1)
+    add_matrix(fig, weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks)
+    set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "weight")
+    lay_out(fig, theme, tokens, tokens, title="L0 H1", colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
+    expected = json.loads(pio.to_json(apply_theme(fig, theme, "L0 H1"), validate=False))
+    built = viz.head_heatmap(weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks,
+                             title="L0 H1", theme=theme)
+    assert json.loads(pio.to_json(built, validate=False)) == expected

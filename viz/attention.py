@@ -2,9 +2,10 @@
 import numpy as np
 
 from .conventions import check_matrix, model_mask
-from .layout import LINE_EM, lay_out, text_px
-from .panels import add_matrix, has_legend, set_colour_axis, subplots, symmetric_limit, value_range
-from .theme import DIVERGING, Theme, apply_theme
+from .layout import LINE_EM, grid_layout, lay_out, text_px
+from .panels import (add_matrix, colour_axis, has_legend, matrix_panel, set_colour_axis, shared_grid, subplots,
+                     symmetric_limit, value_range)
+from .theme import DIVERGING, Theme, apply_theme, merged, theme_layout, themed_figure
 
 VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest
 
@@ -22,15 +23,19 @@ def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show
     The figure sizes itself so that every token keeps a readable label (see layout.lay_out): draw it at least
     layout.width x layout.height pixels.
     """
-    fig = subplots(1, 1)
-    add_matrix(fig, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(weights, fixed_scale), "weight")
-    fit = lay_out(fig, theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
-    fig = apply_theme(fig, theme, title)
+    # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout it
+    # took three times as long, on every new input of the Attention and Training views.
+    traces, axes = matrix_panel(0, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
+    grid = shared_grid(1, 1, [], theme)
+    del grid["annotations"]  # no panel title
+    sized, fit = grid_layout(theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)],
+                             legend=any(trace["showlegend"] for trace in traces))
     font = value_font(fit.column_px, fit.row_px, fit.font, theme) if show_values else None
     if font:
-        fig.update_traces(texttemplate="%{z:.2f}", textfont_size=font, selector=dict(name="weight"))
-    return fig
+        traces[0].update(texttemplate="%{z:.2f}", textfont=dict(size=font))
+    layout = merged(grid, axes, colour_axis("coloraxis", theme.sequential, *value_range(weights, fixed_scale),
+                                            "weight"), sized, theme_layout(theme, title))
+    return themed_figure(traces, layout, theme)
 
 
 def value_font(column_px, row_px, largest, theme) -> int | None:

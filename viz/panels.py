@@ -80,14 +80,62 @@ def mask_note(blocked, shape) -> np.ndarray:
     return note
 
 
-def add_mask_overlays(fig, blocked, *, row=1, col=1, show_legend=True):
-    """One translucent layer per reason over exactly its blocked cells; its legend entry toggles it everywhere."""
+def mask_overlay_traces(blocked, *, show_legend=True) -> list[dict]:
+    """One translucent heatmap per reason over exactly its blocked cells; its legend entry toggles it everywhere."""
+    traces = []
     for reason, mask in blocked.items():
         colour = css_colour(mask_rgba(reason))
-        fig.add_trace(go.Heatmap(
-            z=np.where(mask, 1.0, np.nan), colorscale=[[0, colour], [1, colour]], showscale=False,
-            name=safe_label(reason), legendgroup=reason, showlegend=show_legend, hoverinfo="skip",
-        ), row=row, col=col)
+        traces.append(dict(type="heatmap", z=np.where(mask, 1.0, np.nan), colorscale=[[0, colour], [1, colour]],
+                           showscale=False, name=safe_label(reason), legendgroup=reason, showlegend=show_legend,
+                           hoverinfo="skip"))
+    return traces
+
+
+def add_mask_overlays(fig, blocked, *, row=1, col=1, show_legend=True):
+    """mask_overlay_traces added to one panel of `fig`."""
+    for trace in mask_overlay_traces(blocked, show_legend=show_legend):
+        fig.add_trace(go.Heatmap(trace), row=row, col=col)
+
+
+def matrix_trace(matrix, row_tokens, col_tokens, *, colour=None, axis_names=("query", "key"), value_name="weight",
+                 scores=None, blocked=None) -> dict:
+    """The heatmap trace of add_matrix, as a dict: `matrix` checked, and hover naming both tokens with their
+    positions, the value, the raw score (when `scores` is given) and the mask reasons of the cell. blocked: as
+    checked by conventions.check_blocked."""
+    columns = [
+        np.broadcast_to(np.array([safe_label(t) for t in row_tokens], dtype=object)[:, None], matrix.shape),
+        np.broadcast_to(np.array([safe_label(t) for t in col_tokens], dtype=object)[None, :], matrix.shape),
+        mask_note(blocked, matrix.shape),
+    ]
+    hover = (f"{axis_names[0]}: %{{customdata[0]}} (%{{y:d}})<br>{axis_names[1]}: %{{customdata[1]}} (%{{x:d}})"
+             f"<br>{value_name}: %{{z:.4g}}")
+    if scores is not None:
+        columns.append(check_matrix(scores, row_tokens, col_tokens, name="scores"))
+        hover += "<br>raw score: %{customdata[3]:.4g}"
+    return dict(type="heatmap", z=matrix, customdata=np.stack(columns, axis=-1).astype(object),
+                hovertemplate=hover + "%{customdata[2]}<extra></extra>", name=value_name, showlegend=False,
+                **(colour or {"coloraxis": "coloraxis"}))
+
+
+def matrix_axes(row_tokens, col_tokens) -> tuple[dict, dict]:
+    """The x and y axis settings of a token panel: a tick per token, rows top to bottom, fixed ranges."""
+    return ({**token_axis(col_tokens), **token_range(len(col_tokens))},
+            {**token_axis(row_tokens), **token_range(len(row_tokens), top_down=True)})
+
+
+def matrix_panel(index, matrix, row_tokens, col_tokens, *, scores=None, blocked=None, show_masks=True,
+                 show_legend=True) -> tuple[list[dict], dict]:
+    """What add_matrix draws in grid panel `index` (make_subplots order), as dicts for a figure built in one go
+    (layout.grid_layout, theme.themed_figure): (its traces, its x and y axes' layout entries)."""
+    matrix = check_matrix(matrix, row_tokens, col_tokens, name="weight")
+    blocked = check_blocked(blocked, matrix.shape)
+    x_id, y_id = axis_names(index)
+    panel = dict(xaxis=x_id, yaxis=y_id)
+    traces = [{**matrix_trace(matrix, row_tokens, col_tokens, scores=scores, blocked=blocked), **panel}]
+    if show_masks:
+        traces += [{**trace, **panel} for trace in mask_overlay_traces(blocked, show_legend=show_legend)]
+    x_axis, y_axis = matrix_axes(row_tokens, col_tokens)
+    return traces, {f"xaxis{x_id[1:]}": x_axis, f"yaxis{y_id[1:]}": y_axis}
 
 
 def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None, axis_names=("query", "key"),
@@ -101,23 +149,10 @@ def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None
     """
     matrix = check_matrix(matrix, row_tokens, col_tokens, name=value_name)
     blocked = check_blocked(blocked, matrix.shape)
-    columns = [
-        np.broadcast_to(np.array([safe_label(t) for t in row_tokens], dtype=object)[:, None], matrix.shape),
-        np.broadcast_to(np.array([safe_label(t) for t in col_tokens], dtype=object)[None, :], matrix.shape),
-        mask_note(blocked, matrix.shape),
-    ]
-    hover = (f"{axis_names[0]}: %{{customdata[0]}} (%{{y:d}})<br>{axis_names[1]}: %{{customdata[1]}} (%{{x:d}})"
-             f"<br>{value_name}: %{{z:.4g}}")
-    if scores is not None:
-        columns.append(check_matrix(scores, row_tokens, col_tokens, name="scores"))
-        hover += "<br>raw score: %{customdata[3]:.4g}"
-    fig.add_trace(go.Heatmap(
-        z=matrix, customdata=np.stack(columns, axis=-1).astype(object),
-        hovertemplate=hover + "%{customdata[2]}<extra></extra>",
-        name=value_name, showlegend=False,
-        **(colour or {"coloraxis": "coloraxis"}),
-    ), row=row, col=col)
+    fig.add_trace(go.Heatmap(matrix_trace(matrix, row_tokens, col_tokens, colour=colour, axis_names=axis_names,
+                                          value_name=value_name, scores=scores, blocked=blocked)), row=row, col=col)
     if show_masks:
         add_mask_overlays(fig, blocked, row=row, col=col, show_legend=show_legend)
-    fig.update_xaxes({**token_axis(col_tokens), **token_range(len(col_tokens))}, row=row, col=col)
-    fig.update_yaxes({**token_axis(row_tokens), **token_range(len(row_tokens), top_down=True)}, row=row, col=col)
+    x_axis, y_axis = matrix_axes(row_tokens, col_tokens)
+    fig.update_xaxes(x_axis, row=row, col=col)
+    fig.update_yaxes(y_axis, row=row, col=col)

@@ -6,9 +6,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .labels import safe_label
-from .layout import BUDGET_PX, TOKEN_STEP_EM, lay_out
-from .panels import add_matrix, has_legend, set_colour_axis, subplots, value_range
-from .theme import Theme, apply_theme
+from .layout import BUDGET_PX, TOKEN_STEP_EM, grid_layout
+from .panels import colour_axis, matrix_panel, shared_grid, subplots, value_range
+from .theme import Theme, apply_theme, merged, theme_layout, themed_figure
 
 
 def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True,
@@ -22,21 +22,29 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     fitting = int(BUDGET_PX[theme.large][0] // (len(k_tokens) * TOKEN_STEP_EM * theme.min_font_size))
     cols = max(1, min(columns, len(snapshots), fitting))
     rows = math.ceil(len(snapshots) / cols)
-    fig = subplots(rows, cols, titles=[label for label, _ in snapshots], shared_xaxes=True, shared_yaxes=True)
+    # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout
+    # the same figure took four times as long, on every new input of the Training view.
+    traces, axes = [], {}
     for index, (_, weights) in enumerate(snapshots):
-        add_matrix(fig, weights, q_tokens, k_tokens, row=index // cols + 1, col=index % cols + 1,
-                   blocked=blocked, show_masks=show_masks, show_legend=index == 0)
+        panel_traces, panel_axes = matrix_panel(index, weights, q_tokens, k_tokens, blocked=blocked,
+                                                show_masks=show_masks, show_legend=index == 0)
+        traces += panel_traces
+        axes.update(panel_axes)
     all_weights = np.stack([np.asarray(weights, dtype=float) for _, weights in snapshots])
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(all_weights, fixed_scale), "weight")
-    lay_out(fig, theme, q_tokens, k_tokens, rows=rows, cols=cols, title=title, panel_titles=True,
-            colour_bars=[("coloraxis", cols)], legend=has_legend(fig))
+    grid = shared_grid(rows, cols, [label for label, _ in snapshots], theme)
+    sized, _ = grid_layout(theme, q_tokens, k_tokens, rows=rows, cols=cols, title=title,
+                           titles=grid.pop("annotations"), colour_bars=[("coloraxis", cols)],
+                           legend=any(trace["showlegend"] for trace in traces))
     # Shared x axes label the bottom row only: where the last row is short, the panel above an empty cell labels its
     # column (its labels fall into the empty cell), and the empty cell's axes are hidden.
-    for empty in range(len(snapshots), rows * cols):  # 0-based panel index; make_subplots names axes from 1
+    empty_cells = {}
+    for empty in range(len(snapshots), rows * cols):  # 0-based panel index; axes are named from 1
         above, blank = empty - cols + 1, empty + 1
-        fig.update_layout({f"xaxis{above if above > 1 else ''}": dict(showticklabels=True),
-                           f"xaxis{blank}": dict(visible=False), f"yaxis{blank}": dict(visible=False)})
-    return apply_theme(fig, theme, title)
+        empty_cells.update({f"xaxis{above if above > 1 else ''}": dict(showticklabels=True),
+                            f"xaxis{blank}": dict(visible=False), f"yaxis{blank}": dict(visible=False)})
+    layout = merged(grid, axes, colour_axis("coloraxis", theme.sequential, *value_range(all_weights, fixed_scale),
+                                            "weight"), sized, empty_cells, theme_layout(theme, title))
+    return themed_figure(traces, layout, theme)
 
 
 def series_name(key, metric_name=None) -> str:
