@@ -391,6 +391,23 @@ def test_training_shows_the_loss_curve_and_each_snapshot(app):
     assert "step 0" in figure(ok(at), 1)["layout"]["title"]["text"]
 
 
+@pytest.mark.parametrize("padding", [{}, {"pad_src": "2", "pad_tgt": "3"}])
+def test_the_training_views_last_panel_is_the_final_models_pass(app, app_checkpoints, padding):
+    """Every snapshot reads the same ids (the sidebar's, padding included): the final model's panel holds exactly
+    the weights of a teacher-forced pass of the final model over them, and the first snapshot's differ."""
+    at = ok(app(view="training", text="train3", kind="decoder.cross", layer="1", head="1", **padding))
+    checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
+    src, tgt = checkpoint.encode("train3"), checkpoint.translate("train3").tgt_ids
+    src += [checkpoint.config.pad_id] * int(padding.get("pad_src", 0))
+    tgt += [checkpoint.config.pad_id] * int(padding.get("pad_tgt", 0))
+    with torch.no_grad(), transformer.capture(checkpoint.model) as record:
+        checkpoint.model(torch.tensor([src]), torch.tensor([tgt]))
+    expected = record["decoder.1.cross"][0, 1].numpy()
+    across = panels(at, 2)
+    assert across[-1].shape == expected.shape and np.allclose(across[-1], expected, atol=1e-6)
+    assert not np.allclose(across[0], expected, atol=1e-3)
+
+
 def test_positional_encoding_plots(app):
     at = ok(app(view="positional"))
     for plot in ("curves", "similarity", "heatmap"):

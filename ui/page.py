@@ -59,9 +59,11 @@ class Page:
                ablated: tuple = (), mode: str = "zero") -> Attention:
         """A teacher-forced pass over exactly this analysis's ids, by a snapshot or another checkpoint (one of
         comparable_checkpoints()); label_probs holds each label's probability at its position."""
+        analysis = self.analysis
+        if snapshot == FINAL and checkpoint is None and not labels and not ablated:
+            return analysis.attention  # the sidebar's own captured pass over exactly these ids
         path, version = ((self.path, self.version) if checkpoint is None else
                          (passes.checkpoint_path(checkpoint), passes.version_of(checkpoint)))
-        analysis = self.analysis
         return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
                                      ablated, mode)
 
