@@ -87,14 +87,13 @@ def test_an_output_the_model_never_ends_stops_at_twice_the_input_plus_ten(tiny_c
     source = len(checkpoint.encode("abc"))  # three characters and </s>
     result = checkpoint.translate("abc", beam_size=beam_size)
     assert len(result.tgt_ids) == 2 * source + 9  # a decoder sequence of 2 x 4 + 10 tokens, the last not fed back
-    assert result.warnings == [f"The model did not end its output, so decoding stopped it after {2 * source + 9} "
-                               "pieces (twice the input's tokens plus 10, </s> included: no translation in the "
-                               "training data is that long)."]
+    assert result.warnings == [f"The model did not end its output: decoding stopped it after {2 * source + 9} "
+                               "pieces, at twice the input's length plus 10 tokens (the input: 4 tokens with </s>)."]
     assert checkpoint.translate("abc", beam_size=beam_size, max_len=6).warnings[-1].endswith(
-        "after 5 pieces (max_len 6 tokens with <s>).")
+        "after 5 pieces, at max_len (6 tokens with <s>).")
     long = checkpoint.translate("abcdefghijklmnop", beam_size=beam_size)  # 2 x 17 + 10 is beyond max_len
     assert len(long.tgt_ids) == checkpoint.config.max_len - 1
-    assert long.warnings[-1].endswith(f"pieces (max_len {checkpoint.config.max_len} tokens with <s>).")
+    assert long.warnings[-1].endswith(f"pieces, at max_len ({checkpoint.config.max_len} tokens with <s>).")
 
 
 def test_an_output_the_model_ends_has_no_such_warning(tiny_checkpoint):

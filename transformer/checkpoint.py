@@ -386,11 +386,11 @@ class Checkpoint:
             coverage_penalty=decoding.get("coverage_penalty", 0.0))
         sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         if sequence[-1] != self.config.eos_id:
-            why = ("twice the input's tokens plus 10, </s> included: no translation in the training data is that long"
-                   if max_len is None and limit < self.config.max_len else f"max_len {min(limit, self.config.max_len)}"
-                   " tokens with <s>")
-            warnings.append(f"The model did not end its output, so decoding stopped it after {len(sequence) - 1} "
-                            f"pieces ({why}).")
+            where = (f"twice the input's length plus 10 tokens (the input: {len(ids)} tokens with </s>)"
+                     if max_len is None and limit < self.config.max_len else
+                     f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
+            warnings.append(f"The model did not end its output: decoding stopped it after {len(sequence) - 1} pieces, "
+                            f"at {where}.")
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
             probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
