@@ -28,7 +28,8 @@ from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoin
 from transformer import attribution, corpus
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
-from transformer.decoding import MAX_BEAM_SIZE, output_limit  # noqa: F401 - MAX_BEAM_SIZE: the sidebar's beam limit (it imports no transformer)
+from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
+from transformer.decoding import output_limit
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 

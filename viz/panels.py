@@ -1,7 +1,7 @@
 """Shared pieces of the matrix figures: subplot grids, one token-labelled heatmap panel, mask overlays, colour axes.
 
-Every heatmap of tokens against tokens in viz is drawn by add_matrix(), so ticks, hover and masks look and behave
-the same in all of them.
+Every heatmap of tokens against tokens in viz is drawn by matrix_panel() (through add_matrix() into a plotly figure),
+so ticks, hover and masks look and behave the same in all of them.
 """
 import numpy as np
 import plotly.graph_objects as go
@@ -80,7 +80,7 @@ def mask_note(blocked, shape) -> np.ndarray:
     return note
 
 
-def mask_overlay_traces(blocked, *, show_legend=True) -> list[dict]:
+def _overlays(blocked, show_legend: bool) -> list[dict]:
     """One translucent heatmap per reason over exactly its blocked cells; its legend entry toggles it everywhere."""
     traces = []
     for reason, mask in blocked.items():
@@ -91,17 +91,10 @@ def mask_overlay_traces(blocked, *, show_legend=True) -> list[dict]:
     return traces
 
 
-def add_mask_overlays(fig, blocked, *, row=1, col=1, show_legend=True):
-    """mask_overlay_traces added to one panel of `fig`."""
-    for trace in mask_overlay_traces(blocked, show_legend=show_legend):
-        fig.add_trace(go.Heatmap(trace), row=row, col=col)
-
-
-def matrix_trace(matrix, row_tokens, col_tokens, *, colour=None, axis_names=("query", "key"), value_name="weight",
-                 scores=None, blocked=None) -> dict:
-    """The heatmap trace of add_matrix, as a dict: `matrix` checked, and hover naming both tokens with their
-    positions, the value, the raw score (when `scores` is given) and the mask reasons of the cell. blocked: as
-    checked by conventions.check_blocked."""
+def _heatmap(matrix, row_tokens, col_tokens, blocked, *, colour=None, axis_names=("query", "key"),
+             value_name="weight", scores=None) -> dict:
+    """The panel's heatmap: hover names both tokens with their positions, the value, the raw score (when `scores`
+    is given) and the mask reasons of the cell."""
     columns = [
         np.broadcast_to(np.array([safe_label(t) for t in row_tokens], dtype=object)[:, None], matrix.shape),
         np.broadcast_to(np.array([safe_label(t) for t in col_tokens], dtype=object)[None, :], matrix.shape),
@@ -117,42 +110,33 @@ def matrix_trace(matrix, row_tokens, col_tokens, *, colour=None, axis_names=("qu
                 **(colour or {"coloraxis": "coloraxis"}))
 
 
-def matrix_axes(row_tokens, col_tokens) -> tuple[dict, dict]:
-    """The x and y axis settings of a token panel: a tick per token, rows top to bottom, fixed ranges."""
-    return ({**token_axis(col_tokens), **token_range(len(col_tokens))},
-            {**token_axis(row_tokens), **token_range(len(row_tokens), top_down=True)})
-
-
-def matrix_panel(index, matrix, row_tokens, col_tokens, *, scores=None, blocked=None, show_masks=True,
-                 show_legend=True) -> tuple[list[dict], dict]:
-    """What add_matrix draws in grid panel `index` (make_subplots order), as dicts for a figure built in one go
-    (layout.grid_layout, theme.themed_figure): (its traces, its x and y axes' layout entries)."""
-    matrix = check_matrix(matrix, row_tokens, col_tokens, name="weight")
-    blocked = check_blocked(blocked, matrix.shape)
-    x_id, y_id = axis_names(index)
-    panel = dict(xaxis=x_id, yaxis=y_id)
-    traces = [{**matrix_trace(matrix, row_tokens, col_tokens, scores=scores, blocked=blocked), **panel}]
-    if show_masks:
-        traces += [{**trace, **panel} for trace in mask_overlay_traces(blocked, show_legend=show_legend)]
-    x_axis, y_axis = matrix_axes(row_tokens, col_tokens)
-    return traces, {f"xaxis{x_id[1:]}": x_axis, f"yaxis{y_id[1:]}": y_axis}
-
-
-def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, colour=None, axis_names=("query", "key"),
-               value_name="weight", scores=None, blocked=None, show_masks=True, show_legend=True):
-    """Draw `matrix` (rows x columns) as a heatmap panel with token ticks, hover and optional mask overlays.
+def matrix_panel(index, matrix, row_tokens, col_tokens, *, blocked=None, show_masks=True, show_legend=True,
+                 **heatmap) -> tuple[list[dict], dict]:
+    """A token-labelled heatmap panel, as dicts: (its traces on grid panel `index`'s axes (make_subplots order),
+    those axes' layout entries). Figures built in one go (layout.grid_layout, theme.themed_figure) take these as
+    they are; add_matrix adds them to a plotly figure.
 
     Rows run top to bottom and columns left to right in token order, plotted at integer positions so duplicated
-    tokens stay distinct. Hover shows both tokens with their positions, the value, the raw score (when `scores`
-    is given) and the mask reasons of the cell. colour: colour settings of the trace, by default the figure's
-    shared colour axis {"coloraxis": "coloraxis"}.
+    tokens stay distinct. blocked: masks by reason, drawn as overlays with a legend entry (show_legend) when
+    show_masks. heatmap: colour (the trace's colour settings, by default the figure's shared colour axis
+    {"coloraxis": "coloraxis"}), axis_names and value_name (as hover names them), scores (raw scores in the hover).
     """
-    matrix = check_matrix(matrix, row_tokens, col_tokens, name=value_name)
+    matrix = check_matrix(matrix, row_tokens, col_tokens, name=heatmap.get("value_name", "weight"))
     blocked = check_blocked(blocked, matrix.shape)
-    fig.add_trace(go.Heatmap(matrix_trace(matrix, row_tokens, col_tokens, colour=colour, axis_names=axis_names,
-                                          value_name=value_name, scores=scores, blocked=blocked)), row=row, col=col)
+    x_id, y_id = axis_names(index)
+    traces = [_heatmap(matrix, row_tokens, col_tokens, blocked, **heatmap)]
     if show_masks:
-        add_mask_overlays(fig, blocked, row=row, col=col, show_legend=show_legend)
-    x_axis, y_axis = matrix_axes(row_tokens, col_tokens)
+        traces += _overlays(blocked, show_legend)
+    axes = {f"xaxis{x_id[1:]}": {**token_axis(col_tokens), **token_range(len(col_tokens))},
+            f"yaxis{y_id[1:]}": {**token_axis(row_tokens), **token_range(len(row_tokens), top_down=True)}}
+    return [{**trace, "xaxis": x_id, "yaxis": y_id} for trace in traces], axes
+
+
+def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, **panel):
+    """matrix_panel drawn in the subplot at (row, col) of `fig` (options as matrix_panel's)."""
+    traces, axes = matrix_panel(0, matrix, row_tokens, col_tokens, **panel)
+    for trace in traces:
+        fig.add_trace(go.Heatmap(trace), row=row, col=col)  # row and col set the trace's axes
+    x_axis, y_axis = axes.values()
     fig.update_xaxes(x_axis, row=row, col=col)
     fig.update_yaxes(y_axis, row=row, col=col)
