@@ -100,6 +100,7 @@ class Interaction:
     session: int
     action: str  # "open" (the link), "type" (a new input), "view", "head" or "layer" (a click)
     text: str  # the session's input during this run
+    view: str  # the view the run ended on, from the link it wrote
     seconds: float
     output: str | None  # the output the page showed; None if it showed none
 
@@ -297,7 +298,8 @@ class Client:
         seconds = time.perf_counter() - start
         if page.exceptions:
             raise BrokenSession(f"{action} ({session.query_string}): {'; '.join(page.exceptions)}")
-        self.tally.interactions.append(Interaction(session.log.number, action, text, seconds, page.output))
+        view = parse_qs(session.query_string).get("view", ["?"])[0]
+        self.tally.interactions.append(Interaction(session.log.number, action, text, view, seconds, page.output))
         if parse_qs(session.query_string).get("text") != [text]:
             raise BrokenSession(f"{action}: the input is {text!r} but the page's link is {session.query_string!r}")
         return page
@@ -519,6 +521,9 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
     times = [interaction.seconds for interaction in tally.interactions] or [float("nan")]
     p50, p95 = np.percentile(times, [50, 95])
+    by_view: dict[str, list[float]] = {}
+    for interaction in tally.interactions:
+        by_view.setdefault(interaction.view, []).append(interaction.seconds)
     return {
         "checkpoint": checkpoint_name,
         "scenario": "lecture" if lecture else "random",
@@ -534,6 +539,7 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
         "p50_s": float(p50),
         "p95_s": float(p95),
         "max_s": float(max(times)),
+        "p95_by_view_s": {view: float(np.percentile(seconds, 95)) for view, seconds in sorted(by_view.items())},
         **measured,
         "interactions_per_s": len(tally.interactions) / measured["load_s"],
         "server_cpu_s_per_interaction": measured["server_cpu_s"] / max(1, len(tally.interactions)),
@@ -572,6 +578,8 @@ def table(result: dict) -> str:
                          f"{result['interactions_per_s']:.2f} per second"),
         ("errors", str(len(result["errors"]))),
         ("s per interaction", f"p50 {result['p50_s']:.2f}   p95 {result['p95_s']:.2f}   max {result['max_s']:.2f}"),
+        ("p95 by view", "   ".join(f"{view} {seconds:.2f}" for view, seconds in
+                                    sorted(result["p95_by_view_s"].items(), key=lambda item: -item[1]))),
         ("server CPU", f"{result['server_cpu_s']:.1f} s over the load, "
                        f"{result['server_cpu_s_per_interaction']:.2f} s per interaction"),
         ("server RSS (MB)", f"before {result['rss_before_mb']:.0f}   warm {result['rss_warm_mb']:.0f}   "

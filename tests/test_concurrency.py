@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -105,3 +106,50 @@ def test_32_threads_share_one_checkpoint(tiny_checkpoint, one_intra_op_thread):
     for (thread, position), result in results.items():
         call = plans[thread][position]
         assert same(result, expected[call]), (thread, position, CALLS[call][0].__name__, CALLS[call][1])
+
+
+TURN_TEXTS = ("turns1", "turns22", "turns333", "turns4444", "turn5", "turn66", "turn777", "turn8888")
+
+
+@pytest.mark.parametrize("turns", [1, 2])
+def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_thread, monkeypatch, turns):
+    """Eight sessions asking for new passes at once: no more than `turns` of them run the model at a time (twenty
+    threads all running the model measured half the throughput of two), and every pass finishes, a pass that asks
+    for another pass inside (the decoding view's) included."""
+    import ui.passes
+    import ui.shared
+    import ui.turns
+    from transformer import Transformer
+
+    ui.shared.clear()
+    monkeypatch.setattr(ui.turns, "MODEL", ui.turns.Turns(turns))
+    in_model, most_in_model = [0], [0]
+    lock = threading.Lock()
+    decode = Transformer.decode
+
+    def slow_decode(self, *args, **kwargs):
+        with lock:
+            in_model[0] += 1
+            most_in_model[0] = max(most_in_model[0], in_model[0])
+        time.sleep(0.005)  # long enough for the other threads to come in, if nothing holds them back
+        try:
+            return decode(self, *args, **kwargs)
+        finally:
+            with lock:
+                in_model[0] -= 1
+
+    monkeypatch.setattr(Transformer, "decode", slow_decode)
+    path, version = str(tiny_checkpoint), 0
+    checkpoint = ui.passes.load(path, version).checkpoint
+
+    def session(i: int) -> None:
+        text = TURN_TEXTS[i]
+        if i % 2:
+            ui.passes.translate(path, version, text, 1)
+        else:
+            ui.passes.decoding_steps(path, version, tuple(checkpoint.encode(text)))
+
+    run_together(session, len(TURN_TEXTS), timeout_s=60)
+    assert most_in_model[0] == turns
+    ui.shared.clear()
+

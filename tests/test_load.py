@@ -16,6 +16,7 @@ from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, Interaction, Page, Se
 import benchmarks.load as load_module
 from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
+from ui.views import BY_KEY
 from ui.widgets import OUTPUT_HELP
 
 pytestmark = pytest.mark.slow  # a real server
@@ -40,6 +41,8 @@ def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_
     assert result["outputs_checked"] == result["interactions"]
     assert result["interactions_by_action"]["type"] + result["interactions_by_action"]["view"] > 0
     assert 0 < result["p50_s"] <= result["p95_s"] <= result["max_s"]
+    assert result["p95_by_view_s"] and set(result["p95_by_view_s"]) <= set(BY_KEY)  # read off each run's link
+    assert max(result["p95_by_view_s"].values()) <= result["max_s"]
     assert result["server_cpu_s"] > 0
     assert result["rss_warm_mb"] > result["rss_before_mb"] > 0  # the samples read the server, not nothing
     assert result["rss_growth_mb"] < RSS_GROWTH_LIMIT_MB
@@ -50,7 +53,7 @@ def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
     tally = Tally(
         sessions=[SessionLog(0, {mine}, [f"text={mine}".encode(), f"other={theirs}".encode()]),
                   SessionLog(1, {theirs}, [])],
-        interactions=[Interaction(1, "open", theirs, 1.0, "not the translation")],
+        interactions=[Interaction(1, "open", theirs, "attention", 1.0, "not the translation")],
     )
     assert verify(tiny_checkpoint, tally) == 0
     assert any(f"session 0 was sent {theirs!r}, the input of session 1" in error for error in tally.errors)
@@ -65,7 +68,7 @@ def test_the_checks_find_typed_sentences_as_typed_and_as_a_link_writes_them(tiny
     tally = Tally(
         sessions=[SessionLog(0, {mine}, [urlencode({"text": mine}).encode()]),  # spaces as +, ? as %3F
                   SessionLog(1, {theirs}, [f"value: {theirs}".encode(), quote(mine).encode()])],  # spaces as %20
-        interactions=[Interaction(0, "open", mine, 1.0, expected)],
+        interactions=[Interaction(0, "open", mine, "attention", 1.0, expected)],
     )
     assert verify(tiny_checkpoint, tally) == 1
     assert tally.errors == [f"session 1 was sent {mine!r}, the input of session 0"]
@@ -79,7 +82,8 @@ def test_an_output_is_checked_as_the_page_shows_it(tiny_checkpoint, monkeypatch)
     monkeypatch.setattr(load_module, "load_checkpoint", lambda path: checkpoint)
     text = "87w8v89574siblq1p8fme8"
     tally = Tally(sessions=[SessionLog(0, {text}, [text.encode()])],
-                  interactions=[Interaction(0, "type", text, 1.0, "8 8 8"), Interaction(0, "type", text, 1.0, "8 8")])
+                  interactions=[Interaction(0, "type", text, "attention", 1.0, "8 8 8"),
+                                Interaction(0, "type", text, "attention", 1.0, "8 8")])
     assert verify(tiny_checkpoint, tally) == 1
     assert tally.errors == [f"session 0 (type): the input {text!r} should give '8 8 8', the page showed '8 8'"]
 

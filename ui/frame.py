@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import state
+from . import state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -38,6 +38,7 @@ PICKER_CSS = """<style>
 
 
 def draw_page() -> None:
+    turns.arrived()
     state.restore()
     lecture = st.session_state.lecture
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",

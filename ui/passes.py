@@ -33,11 +33,19 @@ from transformer.decoding import output_limit
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
+from . import turns
 from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
 from .shared import shared_pass
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
+
+
+def model_turn():
+    """Run the model work inside in a turn (ui.turns). Nothing inside may wait for a cached result or another pass
+    (load the model before): a thread that held a turn while waiting for a pass that waits for a turn could wait
+    forever."""
+    return turns.MODEL.turn()
 
 
 # Loaded checkpoints are kept per folder version, without a count bound (a fixed one thrashed at 9+ folders): only
@@ -180,7 +188,7 @@ def translate(path: str, version: int, text: str, beam_size: int, snapshot: str 
     key, heads), ...) removed during the call. Raises ValueError when the input has nothing to read."""
     checkpoint = load(path, version).checkpoint
     model = model_of(path, version, snapshot)
-    with ablate(model, dict(ablated), mode):
+    with model_turn(), ablate(model, dict(ablated), mode):
         translation = checkpoint.translate(text, beam_size=beam_size, model=model)
     return Analysis(text=translation.text, src_ids=tuple(translation.src_ids), tgt_ids=tuple(translation.tgt_ids),
                     src_tokens=tuple(translation.src_tokens), tgt_tokens=tuple(translation.tgt_tokens),
@@ -197,7 +205,7 @@ def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_i
     position. Lets padding, snapshots and other checkpoints read exactly the same sequence."""
     model = model_of(path, version, snapshot)
     device = model_device(model)  # inputs follow the model ($ATLAS_DEVICE); what comes back is on the CPU
-    with torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
+    with model_turn(), torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
         logits = model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
         probs = logits.softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
     return attention_of(record, tuple(float(probs[position, label]) for position, label in enumerate(labels)))
@@ -222,7 +230,8 @@ def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
     """Greedy generation of the source `src_ids`, one token at a time, to the length the sidebar's decoding stops at."""
     checkpoint = load(path, version).checkpoint
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
-    steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES))
+    with model_turn():
+        steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces
     return DecodingSteps(
@@ -274,8 +283,10 @@ class Patched(NamedTuple):
 def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, row: int | None) -> tuple:
     """Every attribution method's (rows, src_len) array for one decoded input, for output `row` alone or for every
     row (None): ((method, array), ...) in transformer.attribution's order."""
-    methods, _ = attribution.attribute(load(path, version).checkpoint.model, list(src_ids), list(tgt_ids),
-                                       list(output_ids), rows=None if row is None else [row], with_prefix=False)
+    model = load(path, version).checkpoint.model
+    with model_turn():
+        methods, _ = attribution.attribute(model, list(src_ids), list(tgt_ids), list(output_ids),
+                                           rows=None if row is None else [row], with_prefix=False)
     return tuple((name, read_only(matrix)) for name, matrix in methods.items())
 
 
@@ -283,15 +294,18 @@ def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_id
 def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
     """The logit lens of one decoded input: (stages, top pieces [stage][position][rank], top probabilities)."""
     checkpoint = load(path, version).checkpoint
-    result = logit_lens(checkpoint.model, list(src_ids), list(tgt_ids), list(output_ids))
+    with model_turn():
+        result = logit_lens(checkpoint.model, list(src_ids), list(tgt_ids), list(output_ids))
     pieces = tuple(tuple(tuple(ranked) for ranked in stage) for stage in result.top_pieces(checkpoint.tgt_tokenizer))
     return tuple(result.stages), pieces, read_only(result.top_probs)
 
 
 @shared_pass("Patching every head and position…")
 def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> Patched:
+    checkpoint = load(path, version).checkpoint
     try:
-        result, _ = patch_texts(load(path, version).checkpoint, clean, corrupted, position)
+        with model_turn():
+            result, _ = patch_texts(checkpoint, clean, corrupted, position)
     except ValueError as error:
         return Patched(str(error))
     return Patched("", tuple((kind, read_only(table)) for kind, table in result.heads.items()),
@@ -338,6 +352,8 @@ def remove_corpus_file(result: CorpusFile) -> None:
 @st.cache_resource(ttl=KEPT_FOR, max_entries=8, show_spinner="Running the checkpoint over the corpus…",
                    on_release=remove_corpus_file)
 def corpus_file(path: str, version: int, count: int) -> CorpusFile:
+    """The checkpoint's heads over `count` corpus inputs, as a Parquet file. Takes no model turn: one run holds the
+    model for seconds to minutes, and the passes of everyone else's clicks must not wait for it."""
     checkpoint = load(path, version).checkpoint
     folder = Path(tempfile.mkdtemp(prefix="atlas-corpus-"))
     parquet = folder / "heads.parquet"
