@@ -32,7 +32,6 @@ class Turns:
     """At most `count` holders at once; a freed turn goes to the waiter whose click arrived first."""
 
     def __init__(self, count: int) -> None:
-        self.count = count
         self._lock = threading.Lock()
         self._free = count
         self._waiting: list[tuple[float, int, threading.Event]] = []  # a heap: (click arrived, order asked, wake-up)
