@@ -28,7 +28,8 @@ examples of a synthetic task), shuffled, each typed by one session only.
 --lecture: every session opens the same link (LECTURE_TEXT on the attention view) within the first
 LECTURE_SPREAD_S, as a room does when the lecturer says "open this link", then switches head, layer and view with
 think time between clicks, in one session until the time is up. --via-proxy K: the app runs as K processes behind
-nginx (deploy/local.py), each session sticks to one through its cookie, and the first page load's HTTP bytes through
+nginx (deploy/local.py), each session sticks to one through the cookie its page load got (every client loads the
+page before it opens its websocket, as a browser does), and the first page load's HTTP bytes through
 the proxy (gzip) are measured with Chromium. --churn N: one client opens and closes N sessions in sequence; the
 server's resident memory is read after each.
 """
@@ -44,6 +45,7 @@ import re
 import string
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -228,6 +230,13 @@ def choose_option(page: Page, label: str, rng: random.Random) -> WidgetState:
     return widget
 
 
+def page_cookie(url: str, timeout_s: float) -> str:
+    """The cookies (name=value; ...) the page at `url` sets, as a browser would send them back."""
+    with urllib.request.urlopen(urllib.request.Request(url), timeout=timeout_s) as response:
+        response.read()
+        return "; ".join(header.split(";", 1)[0] for header in response.headers.get_all("Set-Cookie") or [])
+
+
 class Client:
     """One user: opens a session from a link, types and switches views, and starts over every few interactions."""
 
@@ -235,6 +244,7 @@ class Client:
 
     def __init__(self, number: int, url: str, checkpoint: str, tally: Tally, *, inputs: Inputs, seed: int,
                  timeout_s: float, think_s: float, interactions_per_session: int):
+        self.page_url = url
         self.url = url.replace("http://", "ws://", 1) + "_stcore/stream"
         self.checkpoint = checkpoint
         self.tally = tally
@@ -273,12 +283,13 @@ class Client:
         websocket ends the session, as closing the tab does."""
         text, view = self.first_page()
         link = urlencode({"checkpoint": self.checkpoint, "text": text, "view": view})
-        # No Origin header, no XSRF token: a local client without auth cookies needs none of them. The cookie is
-        # what a browser gets from the proxy on its first request (deploy/nginx.conf.template): it picks the process
-        # the session sticks to, and the app itself ignores it.
-        cookie = f"atlas_backend={self.rng.getrandbits(128):032x}"
+        # No Origin header, no XSRF token: a local client without auth cookies needs none of them. Like a browser,
+        # it loads the page first: behind the proxy, that answer's cookie names the process the session sticks to
+        # (deploy/nginx.conf.template); the app itself ignores it.
+        cookie = await asyncio.to_thread(page_cookie, self.page_url, self.timeout_s)
         async with connect(self.url, subprotocols=["streamlit"], proxy=None, max_size=2**26, ping_interval=None,
-                           open_timeout=self.timeout_s, additional_headers={"Cookie": cookie}) as websocket:
+                           open_timeout=self.timeout_s,
+                           additional_headers={"Cookie": cookie} if cookie else {}) as websocket:
             session = AppSession(websocket, log, link, self.timeout_s)
             page = await self.interact(session, "open", text, [])
             if parse_qs(session.query_string).get("view") != [view]:

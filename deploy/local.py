@@ -54,11 +54,13 @@ def compressed_static(out: Path, source: Path = STREAMLIT_STATIC) -> Path:
 
 
 def nginx_config(app_ports: list[int], listen: str, prefix: Path, static_root: Path) -> str:
-    """The template with its fields filled in: the app processes' ports, where nginx listens, its scratch folder and
-    the compressed copy of Streamlit's static files."""
-    servers = "\n".join(f"        server 127.0.0.1:{port};" for port in app_ports)
-    fields = {"SERVERS": servers, "LISTEN": listen, "PREFIX": str(prefix), "MIME_TYPES": str(MIME_TYPES),
-              "STATIC_ROOT": str(static_root)}
+    """The template with its fields filled in: the app processes (the upstream's servers, and the cookie value that
+    sticks a browser to each), where nginx listens, its scratch folder and the compressed copy of Streamlit's static
+    files."""
+    addresses = [f"127.0.0.1:{port}" for port in app_ports]
+    fields = {"SERVERS": "\n".join(f"        server {address};" for address in addresses),
+              "STICKY": "\n".join(f'        "{address}" {address};' for address in addresses),
+              "LISTEN": listen, "PREFIX": str(prefix), "MIME_TYPES": str(MIME_TYPES), "STATIC_ROOT": str(static_root)}
     text = TEMPLATE.read_text()
     for name, value in fields.items():
         text = text.replace("{{%s}}" % name, value)

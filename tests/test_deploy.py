@@ -11,6 +11,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -24,10 +25,18 @@ pytestmark = [pytest.mark.slow,  # real nginx and servers
                                 reason="no nginx (apt-get install nginx)")]
 TIMEOUT_S = 10
 LONG_TEXT = "attention " * 500  # above gzip_min_length
+RELEASE, HOLD_LOCK = threading.Event(), threading.Lock()
 
 
 class StandIn(BaseHTTPRequestHandler):
+    """Answers with its port and the headers it got; `/hold` stays open until RELEASE is set, as a tab's websocket
+    does (the server counts those open in `holding`)."""
+
     def do_GET(self):  # noqa: N802 - http.server's name
+        if self.path == "/hold":
+            with HOLD_LOCK:
+                self.server.holding += 1
+            RELEASE.wait(timeout=TIMEOUT_S)
         headers = {name.lower(): value for name, value in self.headers.items()}
         body = (f"port={self.server.server_port}\nupgrade={headers.get('upgrade')}\n"
                 f"connection={headers.get('connection')}\n" + (LONG_TEXT if self.path == "/long" else "")).encode()
@@ -45,6 +54,8 @@ class StandIn(BaseHTTPRequestHandler):
 def proxy(tmp_path_factory):
     """nginx in front of two stand-ins, with a static folder of one script."""
     servers = [ThreadingHTTPServer(("127.0.0.1", 0), StandIn) for _ in range(2)]
+    for server in servers:
+        server.holding = 0
     threads = [threading.Thread(target=server.serve_forever, daemon=True) for server in servers]
     for thread in threads:
         thread.start()
@@ -61,7 +72,7 @@ def proxy(tmp_path_factory):
             static.chmod(0o755)
             compressed_static(static, source)
             with nginx_proxy(ports, tmp_path_factory.mktemp("nginx"), static) as (url, _):
-                yield url, ports, static
+                yield url, ports, static, servers
     finally:
         for server in servers:
             server.shutdown()
@@ -82,27 +93,51 @@ def test_config_fills_every_field(tmp_path):
     text = nginx_config([8501, 8502], "127.0.0.1:8080", tmp_path, tmp_path / "static")
     assert not re.search(r"\{\{[A-Z_]+\}\}", text)
     assert "server 127.0.0.1:8501;" in text and "server 127.0.0.1:8502;" in text
+    assert '"127.0.0.1:8501" 127.0.0.1:8501;' in text and '"127.0.0.1:8502" 127.0.0.1:8502;' in text
     assert "listen 127.0.0.1:8080;" in text
 
 
 def test_a_browser_sticks_to_one_process(proxy):
-    url, ports, _ = proxy
+    url, ports, _, _ = proxy
     headers, body = get(url)
-    cookie = headers["Set-Cookie"].split(";")[0]
-    assert cookie.startswith("atlas_backend=")
     first = port_of(body)
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert cookie == f"atlas_backend=127.0.0.1:{first}"  # names the process that answered
     # Every later request of that browser, the websocket included, reaches the process its first request did.
     assert {port_of(get(url + "any/path", {"Cookie": cookie})[1]) for _ in range(8)} == {first}
 
 
-def test_browsers_spread_over_the_processes(proxy):
-    url, ports, _ = proxy
-    seen = {port_of(get(url, {"Cookie": f"atlas_backend={number:032x}"})[1]) for number in range(40)}
-    assert seen == set(ports)
+def test_new_browsers_spread_over_the_processes(proxy):
+    url, ports, _, _ = proxy
+    assert {port_of(get(url)[1]) for _ in range(8)} == set(ports)
+    # A cookie that names no process (one that has gone) counts as none: the browser gets a process and its name.
+    headers, body = get(url, {"Cookie": "atlas_backend=10.0.0.9:8501"})
+    assert headers["Set-Cookie"].startswith(f"atlas_backend=127.0.0.1:{port_of(body)};")
+
+
+def test_a_new_browser_goes_to_the_process_with_the_fewest_open_connections(proxy):
+    """A request with no cookie is held open on one process; the next two new browsers both go to the other.
+    (Round robin would send the second back to the first process, a hash of a random id either of them.)"""
+    url, ports, _, servers = proxy
+    RELEASE.clear()
+    holder = threading.Thread(target=get, args=(url + "hold",))
+    try:
+        holder.start()
+        deadline = time.monotonic() + TIMEOUT_S
+        while sum(server.holding for server in servers) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        busy = next(server for server in servers if server.holding)
+        other = next(port for port in ports if port != busy.server_port)
+        assert [port_of(get(url)[1]) for _ in range(2)] == [other, other]
+    finally:
+        RELEASE.set()
+        holder.join(timeout=TIMEOUT_S)
+        for server in servers:
+            server.holding = 0
 
 
 def test_websocket_upgrade_is_passed_on(proxy):
-    url, _, _ = proxy
+    url, _, _, _ = proxy
     _, body = get(url + "_stcore/stream", {"Upgrade": "websocket", "Connection": "Upgrade"})
     assert "upgrade=websocket" in body.decode() and "connection=upgrade" in body.decode()
     _, body = get(url)
@@ -110,7 +145,7 @@ def test_websocket_upgrade_is_passed_on(proxy):
 
 
 def test_static_files_come_precompressed_and_the_rest_gzipped_on_the_fly(proxy):
-    url, _, static = proxy
+    url, _, static, _ = proxy
     original = (static / "static" / "js" / "index.js").read_bytes()
     headers, body = get(url + "static/js/index.js", {"Accept-Encoding": "gzip"})
     assert headers["Content-Encoding"] == "gzip"

@@ -6,6 +6,8 @@ and closing and reopening its session; then the checks that would catch one sess
 from __future__ import annotations
 
 import dataclasses
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +16,7 @@ from urllib.parse import quote, urlencode
 from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, Interaction, Page, SessionLog, Tally, none_inside_another,
                              run_load, typed_inputs, verify)
 import benchmarks.load as load_module
+from benchmarks.server import CHROMIUM
 from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
 from ui.views import BY_KEY
@@ -46,6 +49,20 @@ def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_
     assert result["server_cpu_s"] > 0
     assert result["rss_warm_mb"] > result["rss_before_mb"] > 0  # the samples read the server, not nothing
     assert result["rss_growth_mb"] < RSS_GROWTH_LIMIT_MB
+
+
+@pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
+                    reason="no nginx (apt-get install nginx)")
+def test_sessions_through_the_proxy_to_two_processes(tiny_checkpoint, tmp_path):
+    """deploy/'s nginx in front of two real app processes: every session's websocket, routed by the cookie its page
+    load got, reaches a process that serves it its own input; a new browser's first page stays within 4 MB."""
+    checkpoints = checkpoints_folder(tiny_checkpoint, tmp_path / "checkpoints")
+    result = run_load(checkpoints, LOADABLE[0], sessions=SESSIONS, seconds=SECONDS / 2, processes=2,
+                      interactions_per_session=INTERACTIONS_PER_SESSION, log=tmp_path / "streamlit.log")
+    assert result["errors"] == []
+    assert result["interactions"] >= SESSIONS and result["outputs_checked"] == result["interactions"]
+    if CHROMIUM.exists():
+        assert 0 < result["first_page_bytes"] <= 4 * 2**20
 
 
 def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
