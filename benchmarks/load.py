@@ -309,9 +309,10 @@ class Client:
         seconds = time.perf_counter() - start
         if page.exceptions:
             raise BrokenSession(f"{action} ({session.query_string}): {'; '.join(page.exceptions)}")
-        view = parse_qs(session.query_string).get("view", ["?"])[0]
+        link = parse_qs(session.query_string)
+        view = link.get("view", ["?"])[0]
         self.tally.interactions.append(Interaction(session.log.number, action, text, view, seconds, page.output))
-        if parse_qs(session.query_string).get("text") != [text]:
+        if link.get("text") != [text]:
             raise BrokenSession(f"{action}: the input is {text!r} but the page's link is {session.query_string!r}")
         return page
 
