@@ -30,8 +30,8 @@ LECTURE_SPREAD_S, as a room does when the lecturer says "open this link", then s
 think time between clicks, in one session until the time is up. --via-proxy K: the app runs as K processes behind
 nginx (deploy/local.py), each session sticks to one through the cookie its page load got (every client loads the
 page before it opens its websocket, as a browser does), and the first page load's HTTP bytes through
-the proxy (gzip) are measured with Chromium. --churn N: one client opens and closes N sessions in sequence; the
-server's resident memory is read after each.
+the proxy (gzip) are measured with Chromium. --churn N: one client opens and closes N sessions in sequence (the first
+nine on every view in turn, then random views); the server's resident memory is read after each.
 """
 from __future__ import annotations
 
@@ -330,6 +330,19 @@ class LectureClient(Client):
     def first_page(self) -> tuple[str, str]:
         return LECTURE_TEXT, "attention"
 
+
+class ChurnClient(Client):
+    """Sessions opened and closed in turn: the first len(VIEWS) open every view once, so that what a view loads once
+    for all (the training snapshots, the checkpoints it compares with) is loaded when the memory after 10 sessions is
+    read; later ones open a random view."""
+
+    opened = 0
+
+    def first_page(self) -> tuple[str, str]:
+        text, view = super().first_page()
+        self.opened += 1
+        return text, VIEWS[self.opened - 1] if self.opened <= len(VIEWS) else view
+
     def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
         label = self.rng.choice([label for label in LECTURE_CONTROLS if label in page.widgets])
         return label.lower(), text, [choose_option(page, label, self.rng)]
@@ -458,8 +471,8 @@ async def churn(url: str, pids: list[int], checkpoint: str, tally: Tally, *, ses
                 timeout_s: float) -> list[float]:
     """One client opens a session (its link, then one click) and closes it, `sessions` times in sequence. Returns
     the app's resident memory after each session, MB."""
-    client = Client(0, url, checkpoint, tally, inputs=Inputs("letters"), seed=seed, timeout_s=timeout_s, think_s=0,
-                    interactions_per_session=2)
+    client = ChurnClient(0, url, checkpoint, tally, inputs=Inputs("letters"), seed=seed, timeout_s=timeout_s,
+                         think_s=0, interactions_per_session=2)
     after = []
     for number in range(sessions):
         log = SessionLog(number)

@@ -106,6 +106,27 @@ def test_results_nobody_asked_for_expire():
     assert len(cache) == 2 and cache.bytes == 2
 
 
+def test_results_only_closed_sessions_asked_for_are_kept_within_their_own_bound():
+    """Hundreds of sessions opened and closed must not leave their passes behind: what no open session asked for is
+    held within closed_bytes (least recently used first), what an open session asked for within max_bytes."""
+    asking, open_sessions = ["a"], {"a", "b"}
+    cache = SharedResults(10**6, closed_bytes=2 * 8000, session=lambda: asking[0], is_open=open_sessions.__contains__)
+    for name in ("a1", "a2", "a3", "a4"):
+        cache.get(name, lambda: np.zeros(1000))  # 8000 bytes each
+    asking[0] = "b"
+    cache.get("a1", lambda: pytest.fail("a1 is cached"))  # b asks for one of a's results too
+    open_sessions.discard("a")  # a's browser closes
+    cache.get("b1", lambda: np.zeros(1000))
+    assert len(cache) == 4 and cache.bytes == 4 * 8000  # a1 (b holds it), a3 and a4 (the newest two of a's), b1
+    rebuilt = []
+    cache.get("a2", lambda: rebuilt.append("a2") or np.zeros(1000))
+    assert rebuilt == ["a2"]
+    open_sessions.discard("b")
+    asking[0] = None
+    cache.get("c1", lambda: np.zeros(1000))  # asked outside any session: nobody holds it from the start
+    assert cache.bytes == 2 * 8000 and len(cache) == 2
+
+
 def test_the_size_estimate_follows_the_figure_json():
     for n in (4, 40):
         labels = [f"t{i}" for i in range(n)]

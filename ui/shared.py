@@ -8,8 +8,10 @@ a figure). Results are shared between sessions and threads, so they are read-onl
 changes a figure after it is built (st.plotly_chart copies it to serialize it), and passes hold read-only arrays.
 
 Each cache is bounded by an estimate of its results' bytes (arrays, strings, numbers) and by an idle time, not only
-by a count: one 256-token pass or heatmap weighs as much as hundreds of short ones. A key is computed once at a
-time: the forty sessions that open a lecture's link together wait for one pass and one figure, not forty.
+by a count: one 256-token pass or heatmap weighs as much as hundreds of short ones. A result no open session has
+asked for (its sessions closed) is kept within a much smaller bound: a server that sees hundreds of sessions come
+and go holds what its open sessions show, not a history of closed ones. A key is computed once at a time: the forty
+sessions that open a lecture's link together wait for one pass and one figure, not forty.
 """
 from __future__ import annotations
 
@@ -27,9 +29,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 FIGURE_BYTES = 256 * 2**20  # what the shared figures and tables may hold in all (estimated)
 PASS_BYTES = 768 * 2**20  # what the shared model passes may hold (a 256-token pass of 6 x 8 heads: ~75 MB)
+# Of those, what results of closed sessions only may hold: enough for a browser that comes back to a link it had
+# open, or a second look at a lecture's link, while 200 sessions opened and closed in turn leave no more behind.
+CLOSED_FIGURE_BYTES = 16 * 2**20
+CLOSED_PASS_BYTES = 48 * 2**20
 KEPT_FOR_S = 3600.0  # a result nobody asked for in an hour is dropped
 
 
@@ -110,44 +118,65 @@ def size_of(value, _depth: int = 0) -> int:
     return 8
 
 
+def current_session() -> str | None:
+    """The id of the session whose rerun runs in this thread (None outside one)."""
+    context = get_script_run_ctx(suppress_warning=True)
+    return context.session_id if context is not None else None
+
+
+def session_is_open(session_id: str) -> bool:
+    """Whether a browser is still connected to the session. Without a server (AppTest) every session counts as open."""
+    return not runtime.exists() or runtime.get_instance().is_active_session(session_id)
+
+
 @dataclasses.dataclass
 class _Entry:
     value: object
     size: int
     used: float
+    sessions: set[str]  # the open sessions that asked for it (closed ones are dropped as they are found)
 
 
 class SharedResults:
-    """A least-recently-used map from fingerprints to results, bounded in estimated bytes and idle time. A miss
-    builds under that key's own lock: other keys' hits and builds go on meanwhile, and a session that asks for the
-    key being built waits for it and takes it."""
+    """A least-recently-used map from fingerprints to results, bounded in estimated bytes and idle time, and in the
+    bytes of results that no open session asked for (closed_bytes). A miss builds under that key's own lock: other
+    keys' hits and builds go on meanwhile, and a session that asks for the key being built waits for it and takes it.
 
-    def __init__(self, max_bytes: int, kept_for_s: float = KEPT_FOR_S, clock=time.monotonic):
+    session() names the session asking, and is_open(id) tells whether it is still open (Streamlit's by default)."""
+
+    def __init__(self, max_bytes: int, closed_bytes: int | None = None, kept_for_s: float = KEPT_FOR_S,
+                 clock=time.monotonic, session: Callable[[], str | None] = current_session,
+                 is_open: Callable[[str], bool] = session_is_open):
         self.max_bytes, self.kept_for_s, self.clock = max_bytes, kept_for_s, clock
+        self.closed_bytes = max_bytes if closed_bytes is None else closed_bytes
+        self.session, self.is_open = session, is_open
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._building: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self.bytes = 0
         self.hits = self.misses = 0
 
-    def _cached(self, key: str) -> _Entry | None:
-        """The entry under `key`, marked as just used; call with self._lock held."""
+    def _cached(self, key: str, session: str | None) -> _Entry | None:
+        """The entry under `key`, marked as just used by `session`; call with self._lock held."""
         entry = self._entries.get(key)
         if entry is not None:
             entry.used = self.clock()
+            if session is not None:
+                entry.sessions.add(session)
             self._entries.move_to_end(key)
             self.hits += 1
         return entry
 
     def get(self, key: str, build: Callable[[], object]):
+        session = self.session()
         with self._lock:
-            entry = self._cached(key)
+            entry = self._cached(key, session)
             if entry is not None:
                 return entry.value
             building = self._building.setdefault(key, threading.Lock())
         with building:
             with self._lock:
-                entry = self._cached(key)  # built while this session waited for it
+                entry = self._cached(key, session)  # built while this session waited for it
                 if entry is not None:
                     return entry.value
                 self.misses += 1
@@ -156,7 +185,7 @@ class SharedResults:
                 size = size_of(value)
                 with self._lock:
                     if size <= self.max_bytes:
-                        self._entries[key] = _Entry(value, size, self.clock())
+                        self._entries[key] = _Entry(value, size, self.clock(), {session} - {None})
                         self.bytes += size
                         self._evict()
             finally:  # only once the result is stored (or the build failed): a later session finds one or the other
@@ -164,14 +193,26 @@ class SharedResults:
                     self._building.pop(key, None)
         return value
 
+    def _closed_only_bytes(self) -> int:
+        """Bytes of the results that no open session asked for; forgets the closed sessions it finds. Call with
+        self._lock held."""
+        closed = 0
+        for entry in self._entries.values():
+            entry.sessions = {session for session in entry.sessions if self.is_open(session)}
+            closed += 0 if entry.sessions else entry.size
+        return closed
+
     def _evict(self) -> None:
-        now = self.clock()
-        while self._entries:
-            key, oldest = next(iter(self._entries.items()))
-            if self.bytes <= self.max_bytes and now - oldest.used <= self.kept_for_s:
+        """Drop the least recently used results while over a bound, and every result idle for kept_for_s."""
+        now, closed = self.clock(), self._closed_only_bytes()
+        for key, entry in list(self._entries.items()):  # least recently used first
+            over = self.bytes > self.max_bytes or (closed > self.closed_bytes and not entry.sessions)
+            if over or now - entry.used > self.kept_for_s:
+                del self._entries[key]
+                self.bytes -= entry.size
+                closed -= 0 if entry.sessions else entry.size
+            elif self.bytes <= self.max_bytes and closed <= self.closed_bytes:
                 break
-            del self._entries[key]
-            self.bytes -= oldest.size
 
     def clear(self) -> None:
         with self._lock:
@@ -182,8 +223,8 @@ class SharedResults:
         return len(self._entries)
 
 
-RESULTS = SharedResults(FIGURE_BYTES)  # figures and tables
-PASSES = SharedResults(PASS_BYTES)  # model passes (ui.passes)
+RESULTS = SharedResults(FIGURE_BYTES, CLOSED_FIGURE_BYTES)  # figures and tables
+PASSES = SharedResults(PASS_BYTES, CLOSED_PASS_BYTES)  # model passes (ui.passes)
 
 
 def once(function: Callable, *args, **kwargs):
