@@ -330,6 +330,10 @@ class LectureClient(Client):
     def first_page(self) -> tuple[str, str]:
         return LECTURE_TEXT, "attention"
 
+    def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
+        label = self.rng.choice([label for label in LECTURE_CONTROLS if label in page.widgets])
+        return label.lower(), text, [choose_option(page, label, self.rng)]
+
 
 class ChurnClient(Client):
     """Sessions opened and closed in turn: the first len(VIEWS) open every view once, so that what a view loads once
@@ -343,9 +347,7 @@ class ChurnClient(Client):
         self.opened += 1
         return text, VIEWS[self.opened - 1] if self.opened <= len(VIEWS) else view
 
-    def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
-        label = self.rng.choice([label for label in LECTURE_CONTROLS if label in page.widgets])
-        return label.lower(), text, [choose_option(page, label, self.rng)]
+
 
 
 def rss_mb(pids: list[int]) -> float:

@@ -9,14 +9,16 @@ import asyncio
 import dataclasses
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from urllib.parse import quote, urlencode
 from websockets.asyncio.client import connect
 
-from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, VIEWS, AppSession, ChurnClient, Inputs, Interaction, Page,
-                             SessionLog, Tally, none_inside_another, run_load, typed_inputs, verify)
+from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, VIEWS, AppSession, ChurnClient, Client, Inputs, Interaction,
+                             LectureClient, Page, SessionLog, Tally, none_inside_another, run_load, typed_inputs,
+                             verify)
 import benchmarks.load as load_module
 from benchmarks.server import CHROMIUM, streamlit_server
 from transformer import load_checkpoint
@@ -93,12 +95,28 @@ def test_the_server_keeps_what_closed_sessions_built_within_a_bound(tmp_path):
     assert max(held) <= CLOSED_FIGURE_BYTES + 2 * result_bytes, held
 
 
+def client_of(kind: type) -> Client:
+    return kind(0, "http://127.0.0.1:1/", LOADABLE[0], Tally(), inputs=Inputs("letters"), seed=0, timeout_s=1,
+                think_s=0, interactions_per_session=2)
+
+
+def clicks_of(client: Client, count: int = 60) -> set[str]:
+    """The actions of `count` clicks on a page with every control the load clients use."""
+    widgets = {label: SimpleNamespace(id=label, options=[SimpleNamespace(content="1")])
+               for label in ("Input", "View", "Head", "Layer")}
+    return {client.next_click(Page(widgets=widgets), "text")[0] for _ in range(count)}
+
+
 def test_the_churn_opens_every_view_before_the_memory_after_10_is_read():
-    client = ChurnClient(0, "http://127.0.0.1:1/", LOADABLE[0], Tally(), inputs=Inputs("letters"), seed=0,
-                         timeout_s=1, think_s=0, interactions_per_session=2)
+    client = client_of(ChurnClient)
     views = [client.first_page()[1] for _ in range(40)]
     assert len(VIEWS) <= 10 and views[:len(VIEWS)] == list(VIEWS)
     assert len(set(views[len(VIEWS):])) > 1  # then at random
+    assert clicks_of(client) == {"type", "view"}  # as any other session of the load does
+
+
+def test_students_in_a_lecture_click_heads_layers_and_views_and_type_nothing():
+    assert clicks_of(client_of(LectureClient)) == {"head", "layer", "view"}
 
 
 def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
