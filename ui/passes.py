@@ -371,7 +371,7 @@ def remove_corpus_file(result: CorpusFile) -> None:
 
 
 @cache_expiring(KEPT_FOR, max_entries=8, show_spinner="Running the checkpoint over the corpus…",
-                   on_release=remove_corpus_file)
+                on_release=remove_corpus_file)
 def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     """The checkpoint's heads over `count` corpus inputs, as a Parquet file. Takes no model turn: one run holds the
     model for seconds to minutes, and the passes of everyone else's clicks must not wait for it."""
