@@ -348,8 +348,6 @@ class ChurnClient(Client):
         return text, VIEWS[self.opened - 1] if self.opened <= len(VIEWS) else view
 
 
-
-
 def rss_mb(pids: list[int]) -> float:
     """Resident memory (VmRSS) of the app's processes together, MB."""
     kilobytes = 0
