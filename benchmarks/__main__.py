@@ -29,7 +29,7 @@ from .server import ROOT
 FIGURES = {
     "capture": capture.measure,  # 1. capture overhead
     "training": training.measure,  # 2. training speed against torch.nn.Transformer
-    "decoding": decoding.measure,  # 3. key/value cache speed-up
+    "decoding": decoding.measure,  # 3. key/value cache and guessing speed-ups
     "app": app_latency.measure,  # 4. AppTest latency
     "browser": browser.measure,  # 5. Chromium render
     "first_visit": browser.first_figure,  # the first figure for the first visitor of a fresh server

@@ -9,7 +9,7 @@ import torch
 
 from helpers import BOS, EOS, PAD, TINY_LENGTHS, random_batch, small_model
 from transformer import capture, load_checkpoint
-from transformer.decoding import beam_search, decode_steps, greedy
+from transformer.decoding import PromptLookup, beam_search, decode_steps, greedy
 from transformer.tasks import REVERSE_ALPHABET
 
 
@@ -131,6 +131,46 @@ def test_cache_changes_no_captured_attention(peaked_model):
         torch.testing.assert_close(records[0][key][:, :, -1], records[1][key][:, :, -1], atol=1e-5, rtol=0)
 
 
+def test_prompt_lookup_guesses_what_followed_the_first_occurrence_of_the_last_two_tokens():
+    outputs = [[BOS, 5, 6, 7, 5, 6, 8, 5, 6], [BOS, 8, 9], [BOS, 8, 4]]
+    lookup = PromptLookup([[4, 8, 9, 11, 12, EOS], [4, 8, 9, 11, 12, EOS], [4, 8, 9, EOS]], outputs)
+    assert lookup.guess(0, 5) == [7, 5, 6, 8, 5]  # its own output first, from the first (5, 6) on
+    assert lookup.guess(0, 2) == [7, 5]
+    assert lookup.guess(1, 5) == [11, 12, EOS]  # (8, 9) is only in the source
+    assert lookup.guess(2, 5) == []  # (8, 4) is nowhere before
+    outputs[2].append(9)  # the output grows in the caller's list: (4, 9) is not in the source either
+    assert lookup.guess(2, 5) == []
+    outputs[2] += [8, 4]  # now the first (8, 4) has a 9 after it
+    assert lookup.guess(2, 5) == [9, 8, 4]
+
+
+def count_decoder_calls(model, monkeypatch) -> list[int]:
+    """Count the model's decoder calls from now on: [calls]."""
+    calls, decode = [0], model.decode
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(model, "decode", counted)
+    return calls
+
+
+def test_guesses_change_no_token_of_an_output_that_repeats_itself(monkeypatch):
+    """A random model repeats one token: the guesses (more of the same) are right up to where its output turns, and
+    wrong there, so a call keeps some of them and the cache must forget the rest."""
+    model = small_model(seed=0)
+    src, _ = random_batch(model.config, [6, 3, 5], [1, 1, 1], seed=0)
+    one_at_a_time = greedy(model, src, 40, guess=False)
+    assert len(set(one_at_a_time[2, 1:].tolist())) > 1  # the last row's output turns
+    calls = count_decoder_calls(model, monkeypatch)
+    assert torch.equal(greedy(model, src, 40), one_at_a_time)
+    assert calls[0] < 39 / 3  # 39 tokens in fewer calls
+    assert torch.equal(greedy(model, src, 40, use_cache=False), one_at_a_time)
+    for row, length in enumerate([6, 3, 5]):
+        assert torch.equal(greedy(model, src[row:row + 1, :length], 40), one_at_a_time[row:row + 1])
+
+
 def test_mean_ablation_decodes_without_cache(peaked_model):
     """Mean ablation averages over a pass's positions, so decoding must re-run whole prefixes to honour it."""
     from transformer import ablate
@@ -186,6 +226,21 @@ def test_greedy_pads_each_row_after_its_own_eos(trained):
     assert len(tokens[0]) == max(stops) + 1  # and decoding stops when the last row has
     for row, text in zip(tokens, texts):  # each row is what the input gives alone
         assert row[:row.index(EOS) + 1] == greedy(trained.model, source_batch(trained, [text]))[0].tolist()
+
+
+def test_guesses_change_no_token_and_end_where_one_token_at_a_time_ends(trained, monkeypatch):
+    """Palindromes and repeats, whose reversals their sources and their own outputs predict: guessed ends of sentence
+    among the guesses kept ("abba" ends on one), rows that end at different lengths, batched and alone."""
+    texts = ["abba", "x1x1x1", "abcba", "q", "aaaaaa", "7k4", "zz"]
+    src = source_batch(trained, texts)
+    one_at_a_time = greedy(trained.model, src, guess=False)
+    assert [trained.tgt_tokenizer.decode(row.tolist()) for row in one_at_a_time] == [t[::-1] for t in texts]
+    assert torch.equal(greedy(trained.model, src), one_at_a_time)
+    calls = count_decoder_calls(trained.model, monkeypatch)
+    for row, text in enumerate(texts):
+        alone = greedy(trained.model, source_batch(trained, [text]))[0].tolist()
+        assert alone == one_at_a_time[row, :len(alone)].tolist() and alone[-1] == EOS
+    assert calls[0] < sum(len(text) + 1 for text in texts) - 6  # the guesses were kept, in more than one row
 
 
 def reference_coverage_term(model, src: torch.Tensor, tokens: list[int]) -> float:

@@ -74,6 +74,12 @@ class DecoderCache:
         self.tokens = tokens if self.tokens is None else torch.cat([self.tokens, tokens], dim=1)
         return self.tokens
 
+    def truncate(self, length: int) -> None:
+        """Forget every token after the first `length` (greedy decoding's guesses that turned out wrong)."""
+        self.tokens = self.tokens[:, :length]
+        for cache in self.self_attn:
+            cache.keys, cache.values = cache.key_room[:, :, :length], cache.value_room[:, :, :length]
+
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` (beam search: each new hypothesis continues the row it extends, a row of the same input).
 
