@@ -171,6 +171,18 @@ def test_guesses_change_no_token_of_an_output_that_repeats_itself(monkeypatch):
         assert torch.equal(greedy(model, src[row:row + 1, :length], 40), one_at_a_time[row:row + 1])
 
 
+def test_a_captured_greedy_run_records_no_guessed_rows(monkeypatch):
+    """A capture records a call's every query row: with guesses, the last call's rows would include wrong guesses.
+    So a greedy run that captures makes one call per token, and its record is the last token's call."""
+    model = small_model(seed=0)  # its output repeats itself: guesses would be made and kept
+    src, _ = random_batch(model.config, [6], [1], seed=0)
+    calls = count_decoder_calls(model, monkeypatch)
+    with capture(model) as record:
+        tokens = greedy(model, src, 20)
+    assert calls[0] == tokens.size(1) - 1
+    assert record["decoder.0.self"].shape[2] == 1  # (batch, heads, q_len, k_len): one query row, the last token's
+
+
 def test_mean_ablation_decodes_without_cache(peaked_model):
     """Mean ablation averages over a pass's positions, so decoding must re-run whole prefixes to honour it."""
     from transformer import ablate

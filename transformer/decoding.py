@@ -21,7 +21,7 @@ import torch
 
 from .cache import DecoderCache
 from .capture import capture
-from .hooks import edits_active
+from .hooks import captures_active, edits_active
 from .model import Transformer
 
 
@@ -126,7 +126,8 @@ def greedy(
     of k + 1 tokens reads the weights once, as a call of one does (a 256-token output that repeats itself: 1.3 s in
     256 calls, 0.15 s in 14); the cache forgets the guesses that were not kept. The rows advance together, by the
     guesses kept in every one. Tokens are kept in lists: a step's bookkeeping in tensors cost a small model 10 %.
-    `guess=False` runs one token per call: the reference the guesses are tested and benchmarked against."""
+    `guess=False` runs one token per call: the reference the guesses are tested and benchmarked against; so does a
+    call that captures, so that its record holds the last token's call, as without guesses."""
     config, max_len = model.config, _limit(model, max_len)
     memory = model.encode(src)
     cache = new_cache(model, use_cache)
@@ -134,8 +135,9 @@ def greedy(
     done = [False] * src.size(0)
     # With one vocabulary the source's ids are the output's, and worth looking up.
     lookup = PromptLookup(src.tolist() if config.share_embeddings else [[] for _ in outputs], outputs)
+    guess = guess and cache is not None and not captures_active()  # a capture would record the wrong guesses' rows
     while len(outputs[0]) < max_len and not all(done):
-        most = min(max_len - len(outputs[0]) - 1, MOST_GUESSES) if guess and cache is not None else 0
+        most = min(max_len - len(outputs[0]) - 1, MOST_GUESSES) if guess else 0
         found = [None if finished else lookup.guess(row, most) for row, finished in enumerate(done)]
         k = min(len(ahead) for ahead in found if ahead is not None)
         guessed = [[config.pad_id] * k if ahead is None else ahead[:k] for ahead in found]  # (batch, k)

@@ -88,6 +88,12 @@ def is_watched(*points: HookPoint) -> bool:
     return call is not None and any(call.wants(point) for point in points)
 
 
+def captures_active() -> bool:
+    """True if the current call records some hook point."""
+    call = _current_call.get()
+    return call is not None and bool(call.captures)
+
+
 def edits_active() -> bool:
     """True if the current call edits some hook point (an ablation is on)."""
     call = _current_call.get()
