@@ -99,3 +99,15 @@ def outputs(at) -> list[str]:
     from ui.widgets import OUTPUT_HELP
 
     return [text.value for text in at.text if text.proto.help == OUTPUT_HELP]
+
+
+def count_calls(monkeypatch, owner: object, name: str) -> list[int]:
+    """Count the calls of `owner.name` from now on (monkeypatched for the test): [calls]."""
+    calls, original = [0], getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls

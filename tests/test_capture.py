@@ -4,20 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import PAD, random_batch, run_together, small_model
+from helpers import PAD, count_calls, random_batch, run_together, small_model
 from transformer import KIND_SIDES, ablate, capture
-
-
-def count_fused_calls(monkeypatch) -> list[int]:
-    calls = [0]
-    original = F.scaled_dot_product_attention
-
-    def counting(*args, **kwargs):
-        calls[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(F, "scaled_dot_product_attention", counting)
-    return calls
 
 
 def test_capture_does_not_change_outputs(model):
@@ -32,7 +20,7 @@ def test_capture_does_not_change_outputs(model):
 
 
 def test_fused_path_unless_attention_is_captured(model, monkeypatch):
-    calls = count_fused_calls(monkeypatch)
+    calls = count_calls(monkeypatch, F, "scaled_dot_product_attention")
     src, tgt = random_batch(model.config, [5], [4])
     with torch.no_grad():
         model(src, tgt)

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from helpers import BOS, EOS, PAD, TINY_LENGTHS, random_batch, small_model
+from helpers import BOS, EOS, PAD, TINY_LENGTHS, count_calls, random_batch, small_model
 from transformer import capture, load_checkpoint
 from transformer.decoding import PromptLookup, beam_search, decode_steps, greedy
 from transformer.tasks import REVERSE_ALPHABET
@@ -144,18 +144,6 @@ def test_prompt_lookup_guesses_what_followed_the_first_occurrence_of_the_last_tw
     assert lookup.guess(2, 5) == [9, 8, 4]
 
 
-def count_decoder_calls(model, monkeypatch) -> list[int]:
-    """Count the model's decoder calls from now on: [calls]."""
-    calls, decode = [0], model.decode
-
-    def counted(*args, **kwargs):
-        calls[0] += 1
-        return decode(*args, **kwargs)
-
-    monkeypatch.setattr(model, "decode", counted)
-    return calls
-
-
 def test_guesses_change_no_token_of_an_output_that_repeats_itself(monkeypatch):
     """A random model repeats one token: the guesses (more of the same) are right up to where its output turns, and
     wrong there, so a call keeps some of them and the cache must forget the rest."""
@@ -163,7 +151,7 @@ def test_guesses_change_no_token_of_an_output_that_repeats_itself(monkeypatch):
     src, _ = random_batch(model.config, [6, 3, 5], [1, 1, 1], seed=0)
     one_at_a_time = greedy(model, src, 40, guess=False)
     assert len(set(one_at_a_time[2, 1:].tolist())) > 1  # the last row's output turns
-    calls = count_decoder_calls(model, monkeypatch)
+    calls = count_calls(monkeypatch, model, "decode")
     assert torch.equal(greedy(model, src, 40), one_at_a_time)
     assert calls[0] < 39 / 3  # 39 tokens in fewer calls
     assert torch.equal(greedy(model, src, 40, use_cache=False), one_at_a_time)
@@ -176,7 +164,7 @@ def test_a_captured_greedy_run_records_no_guessed_rows(monkeypatch):
     So a greedy run that captures makes one call per token, and its record is the last token's call."""
     model = small_model(seed=0)  # its output repeats itself: guesses would be made and kept
     src, _ = random_batch(model.config, [6], [1], seed=0)
-    calls = count_decoder_calls(model, monkeypatch)
+    calls = count_calls(monkeypatch, model, "decode")
     with capture(model) as record:
         tokens = greedy(model, src, 20)
     assert calls[0] == tokens.size(1) - 1
@@ -248,7 +236,7 @@ def test_guesses_change_no_token_and_end_where_one_token_at_a_time_ends(trained,
     one_at_a_time = greedy(trained.model, src, guess=False)
     assert [trained.tgt_tokenizer.decode(row.tolist()) for row in one_at_a_time] == [t[::-1] for t in texts]
     assert torch.equal(greedy(trained.model, src), one_at_a_time)
-    calls = count_decoder_calls(trained.model, monkeypatch)
+    calls = count_calls(monkeypatch, trained.model, "decode")
     for row, text in enumerate(texts):
         alone = greedy(trained.model, source_batch(trained, [text]))[0].tolist()
         assert alone == one_at_a_time[row, :len(alone)].tolist() and alone[-1] == EOS
