@@ -7,7 +7,7 @@ import copy
 
 import torch
 
-from transformer import beam_search, greedy, load_checkpoint
+from transformer import Checkpoint, beam_search, greedy, load_checkpoint
 from transformer.data import source_ids
 from transformer.decoding import output_limit
 
@@ -20,11 +20,12 @@ AT_LEAST = 2.0
 
 
 def measure(setup: Setup) -> list[dict]:
-    return cache_rows(setup) + guess_rows(setup)
+    checkpoint = load_checkpoint(setup.checkpoint)
+    return cache_rows(setup, checkpoint) + guess_rows(setup, checkpoint)
 
 
-def cache_rows(setup: Setup) -> list[dict]:
-    model = widened(load_checkpoint(setup.checkpoint).model, OUTPUT_TOKENS + 1)
+def cache_rows(setup: Setup, checkpoint: Checkpoint) -> list[dict]:
+    model = widened(checkpoint.model, OUTPUT_TOKENS + 1)
     endless = copy.deepcopy(model)  # the same compute, but EOS is never chosen: every output has 40 tokens
     with torch.no_grad():
         endless.generator.bias[model.config.eos_id] = -1e4
@@ -46,10 +47,9 @@ def cache_rows(setup: Setup) -> list[dict]:
     return rows
 
 
-def guess_rows(setup: Setup) -> list[dict]:
-    examples = load_checkpoint(setup.checkpoint)
-    tokens = max(wide_checkpoints(setup))
-    repeating = load_checkpoint(wide_checkpoints(setup)[tokens])
+def guess_rows(setup: Setup, examples: Checkpoint) -> list[dict]:
+    tokens, path = max(wide_checkpoints(setup).items())
+    repeating = load_checkpoint(path)
     cases = {f"{setup.checkpoint.name}, its card's {len(examples.card.examples)} examples one at a time":
              (examples, examples.card.examples),
              f"{repeating.path.name}, one {tokens}-token input (its output repeats itself)":

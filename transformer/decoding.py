@@ -135,9 +135,9 @@ def greedy(
     done = [False] * src.size(0)
     # With one vocabulary the source's ids are the output's, and worth looking up.
     lookup = PromptLookup(src.tolist() if config.share_embeddings else [[] for _ in outputs], outputs)
-    guess = guess and cache is not None and not captures_active()  # a capture would record the wrong guesses' rows
+    guessing = guess and cache is not None and not captures_active()  # a capture would record wrong guesses' rows
     while len(outputs[0]) < max_len and not all(done):
-        most = min(max_len - len(outputs[0]) - 1, MOST_GUESSES) if guess else 0
+        most = min(max_len - len(outputs[0]) - 1, MOST_GUESSES) if guessing else 0
         found = [None if finished else lookup.guess(row, most) for row, finished in enumerate(done)]
         k = min(len(ahead) for ahead in found if ahead is not None)
         guessed = [[config.pad_id] * k if ahead is None else ahead[:k] for ahead in found]  # (batch, k)
