@@ -6,7 +6,7 @@ import torch
 
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
-from transformer.data import CLAUSE_JOINS, clause_joined_pairs, joined_pairs
+from transformer.data import CLAUSE_JOINS, clause_joined_pairs, joined_pairs, phrase_joined_pairs, trailing_phrases
 from transformer.evaluate import length_bucket
 from transformer.train import Progress, main, select_snapshots
 
@@ -95,6 +95,39 @@ def test_clause_joined_pairs_make_one_sentence_of_two_statements():
     assert seen == {english for english, _ in CLAUSE_JOINS}
     assert any(target.endswith(" parce qu'il est fatigué.") for _, target in joined)
     assert any(target.endswith(" parce que Tom est ici.") for _, target in joined)
+
+
+def test_trailing_phrases_keep_the_french_ending_that_most_translations_share():
+    pairs = [
+        # "on the table": three statements, two translations end "sur la table", one "sur cette table" (2 of 3 >= 0.6)
+        ("The book is on the table.", "Le livre est sur la table."),
+        ("Put it on the table.", "Pose-le sur la table !"),
+        ("The cat sleeps on the table.", "Le chat dort sur cette table."),
+        # "in the car": "dans la voiture" and "en voiture", neither in 0.6 of them, and the shared "voiture" is no
+        # phrase (it starts with no preposition): left out
+        ("He is in the car.", "Il est dans la voiture."),
+        ("We went in the car.", "Nous sommes allés en voiture."),
+        ("I slept in the car.", "J'ai dormi dans le train."),
+        # "near my house": "chez moi" and "près de chez moi" both start with a preposition and end all three; the
+        # longer is the phrase
+        ("I live near my house.", "J'habite près de chez moi."),
+        ("She works near my house.", "Elle travaille près de chez moi."),
+        ("We met near my house.", "On s'est vus près de chez moi."),
+        # "at home": no determiner, no phrase; "with a friend": two statements only (least 3); a question: not one
+        ("I am at home.", "Je suis à la maison."),
+        ("I came with a friend.", "Je suis venu avec un ami."), ("He left with a friend.", "Il est parti avec un ami."),
+        ("Is it on the table?", "Est-ce sur la table ?"),
+    ]
+    assert trailing_phrases(pairs) == {"on the table": "sur la table", "near my house": "près de chez moi"}
+    statements = [("I am cold.", "J'ai froid."), ("Tom sleeps.", "Tom dort."), ("Do you?", "Et toi ?")]
+    joined = phrase_joined_pairs(pairs + statements, 300, random.Random(0))
+    made = {(f"{source[:-1]} {english}.", f"{target[:-1]} {french}.")
+            for source, target in pairs + statements if source.endswith(".") and target.endswith(".")
+            for english, french in trailing_phrases(pairs).items()}
+    assert set(joined) <= made and len(set(joined)) > 20
+    assert ("I am cold near my house.", "J'ai froid près de chez moi.") in joined
+    assert not any(source.startswith("Do you") or source.startswith("Is it") for source, _ in joined)
+    assert phrase_joined_pairs(statements, 5, random.Random(0)) == []  # no phrase in the corpus: nothing to add
 
 
 def test_length_buckets():
