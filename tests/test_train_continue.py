@@ -101,7 +101,7 @@ def test_trailing_phrases_keep_the_french_ending_that_most_translations_share():
     pairs = [
         # "on the table": three statements, two translations end "sur la table", one "sur cette table" (2 of 3 >= 0.6)
         ("The book is on the table.", "Le livre est sur la table."),
-        ("Put it on the table.", "Pose-le sur la table !"),
+        ("Put it on the table.", "Pose-le sur la table !"),  # counted here, but no statement to extend (the "!")
         ("The cat sleeps on the table.", "Le chat dort sur cette table."),
         # "in the car": "dans la voiture" and "en voiture", neither in 0.6 of them, and the shared "voiture" is no
         # phrase (it starts with no preposition): left out

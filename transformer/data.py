@@ -136,6 +136,11 @@ def joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rando
     return [tuple(" ".join(side) for side in zip(*rng.sample(pairs, rng.choice((2, 3))))) for _ in range(count)]
 
 
+def _statements(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The pairs whose two sides end in ".": statements, which a conjunction or a phrase may extend."""
+    return [pair for pair in pairs if pair[0].endswith(".") and pair[1].endswith(".")]
+
+
 # Conjunctions that make one sentence of two statements, English and French. The joined statements are unrelated,
 # but the shape is what the corpus lacks: no English sentence in it is over 9 words, so a model trained on it alone
 # ends a long sentence after its first clause.
@@ -149,7 +154,7 @@ def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: rando
     of CLAUSE_JOINS: "I am cold." + "He is tired." -> "I am cold because he is tired." on both sides. The second
     statement's first word is lower-cased only if the corpus has it in lower case inside a sentence, so "Tom" and
     "I" keep their capitals."""
-    statements = [pair for pair in pairs if pair[0].endswith(".") and pair[1].endswith(".")]
+    statements = _statements(pairs)
     inside = {word for pair in pairs for side in pair for word in side.split()[1:]}
 
     def second(sentence: str) -> str:
@@ -205,7 +210,7 @@ def phrase_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: rando
     """`count` pairs, each a statement of `pairs` (both sides ending in ".") with a phrase of `trailing_phrases`
     appended on both sides: "He bought a red car." + "near the station" -> "He bought a red car near the station." /
     "Il a acheté une voiture rouge près de la gare." """
-    statements = [pair for pair in pairs if pair[0].endswith(".") and pair[1].endswith(".")]
+    statements = _statements(pairs)
     phrases = sorted(trailing_phrases(pairs).items())
     if not phrases:
         return []
