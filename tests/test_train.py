@@ -7,13 +7,17 @@ import socket
 import subprocess
 import sys
 
+from types import SimpleNamespace
+
 import pytest
 import torch
+import torch.nn.functional as F
 
 from helpers import ROOT, TINY_TRAINING
 from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
 from transformer.data import read_parallel, split_dev, words
-from transformer.train import learning_rate, main
+from transformer.tasks import reverse_example
+from transformer.train import PAD_ID, collate, encode_examples, evaluate, learning_rate, main
 
 
 def test_few_steps_end_to_end(tiny_checkpoint):
@@ -29,6 +33,27 @@ def test_few_steps_end_to_end(tiny_checkpoint):
     assert card.training_command.startswith("python -m transformer.train --task reverse")
     assert 0.0 <= card.metrics["dev_exact_match"] <= 1.0
     assert checkpoint.translate("abc").src_tokens == ["a", "b", "c", "</s>"]  # character pieces
+
+
+def test_dev_loss_is_the_mean_over_target_tokens_whatever_the_batch_size(tiny_checkpoint):
+    checkpoint = load_checkpoint(tiny_checkpoint)
+    model, config = checkpoint.model, checkpoint.config
+    rng = random.Random(0)
+    # Four short strings the model reverses well and two long ones it never saw: batches of unequal size and loss.
+    pairs = [reverse_example(rng, length) for length in (1, 2, 2, 3, 30, 30)]
+    args = SimpleNamespace(task="reverse", max_len=config.max_len)
+    examples = encode_examples(args, pairs, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer)
+    loss_sum, tokens = 0.0, 0
+    with torch.no_grad():
+        for example in examples:  # one pair at a time: no batching at all
+            src, tgt = collate([example], PAD_ID)
+            logits = model(src, tgt[:, :-1])  # (1, tgt_len - 1, vocab)
+            loss_sum += F.cross_entropy(logits[0], tgt[0, 1:], reduction="sum").item()
+            tokens += tgt.shape[1] - 1
+    for max_tokens in (40, 10**6):  # batches of a few pairs each, and one batch of all
+        args.max_tokens = max_tokens
+        result = evaluate(model, args, examples, pairs, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer, "cpu")
+        assert result["dev_loss"] == pytest.approx(loss_sum / tokens, rel=1e-5), max_tokens
 
 
 @pytest.mark.slow

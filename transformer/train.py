@@ -208,15 +208,18 @@ def batch_loss(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, lab
 
 @torch.no_grad()
 def evaluate(model: Transformer, args, examples, pairs, src_tok, tgt_tok, device) -> dict[str, float]:
-    """Dev loss (teacher-forced, no smoothing) and the task's metric on greedy decoding."""
+    """Dev loss (teacher-forced, no smoothing, per target token) and the task's metric on greedy decoding."""
     model.eval()
-    losses = []
+    loss_sum, tokens = 0.0, 0
     for batch in token_batches(examples, args.max_tokens, None):
         src, tgt = (t.to(device) for t in collate([examples[i] for i in batch], PAD_ID))
-        losses.append(batch_loss(model, src, tgt, 0.0).item())
+        batch_tokens = int((tgt[:, 1:] != PAD_ID).sum())
+        # Weighted by tokens: batches differ in size, and a mean of their means would depend on --max-tokens.
+        loss_sum += batch_loss(model, src, tgt, 0.0).item() * batch_tokens
+        tokens += batch_tokens
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in pairs])
     model.train()
-    return {"dev_loss": sum(losses) / len(losses), "dev_metric": score(args.task, predictions, [t for _, t in pairs])}
+    return {"dev_loss": loss_sum / tokens, "dev_metric": score(args.task, predictions, [t for _, t in pairs])}
 
 
 def save_state_dict(model: Transformer, path: Path, half: bool = False) -> None:
