@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-
 from types import SimpleNamespace
 
 import pytest
