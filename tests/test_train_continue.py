@@ -6,7 +6,9 @@ import torch
 
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
-from transformer.data import CLAUSE_JOINS, clause_joined_pairs, joined_pairs, phrase_joined_pairs, trailing_phrases
+from transformer.data import (
+    CLAUSE_JOINS, clause_joined_pairs, joined_pairs, long_joined_pairs, phrase_joined_pairs, trailing_phrases,
+)
 from transformer.evaluate import length_bucket
 from transformer.train import Progress, main, select_snapshots
 
@@ -128,6 +130,26 @@ def test_trailing_phrases_keep_the_french_ending_that_most_translations_share():
     assert ("I am cold near my house.", "J'ai froid près de chez moi.") in joined
     assert not any(source.startswith("Do you") or source.startswith("Is it") for source, _ in joined)
     assert phrase_joined_pairs(statements, 5, random.Random(0)) == []  # no phrase in the corpus: nothing to add
+
+
+def test_long_joined_pairs_join_two_statements_that_each_end_in_a_phrase():
+    # "on the table" ends three English statements (whose French, ending "!", makes them no statements to extend).
+    phrase_pairs = [("Put it on the table.", "Pose-le sur la table !"),
+                    ("Leave it on the table.", "Laisse-le sur la table !"),
+                    ("Keep it on the table.", "Garde-le sur la table !")]
+    statements = [("I am cold.", "J'ai froid."), ("He is tired.", "Il est fatigué."), ("Tom is here.", "Tom est ici.")]
+    pairs = phrase_pairs + statements + [("Yes, he is.", "Oui, il l'est !")]  # "he" and "il" inside a sentence
+    # Each statement with the phrase on both sides, as the first clause and as the second: lower-cased there only
+    # where the corpus has the word in lower case inside a sentence, so "I", "J'ai" and "Tom" keep their capitals.
+    firsts = [(f"{english[:-1]} on the table", f"{french[:-1]} sur la table") for english, french in statements]
+    seconds = [(english.replace("He ", "he "), french.replace("Il ", "il ")) for english, french in firsts]
+    made = {(f"{a}{english} {b}.", f"{fa}{french} {fb}.".replace("que il", "qu'il"))
+            for a, fa in firsts for b, fb in seconds for english, french in CLAUSE_JOINS}
+    joined = long_joined_pairs(pairs, 300, random.Random(0))
+    assert len(joined) == 300 and set(joined) <= made and len(set(joined)) > 20
+    assert ("I am cold on the table because he is tired on the table.",
+            "J'ai froid sur la table parce qu'il est fatigué sur la table.") in joined
+    assert long_joined_pairs(statements, 5, random.Random(0)) == []  # no phrase in the corpus: nothing to add
 
 
 def test_length_buckets():

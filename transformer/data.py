@@ -149,12 +149,13 @@ CLAUSE_JOINS = ((", and", ", et"), (", but", ", mais"), (" because", " parce que
 _ELIDED_QUE = re.compile(r"\bque ([aeiouyàâéèêîôûAEIOUYÀÂÉÈÊÎÔÛ])")  # "parce que il" is written "parce qu'il"
 
 
-def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random) -> list[tuple[str, str]]:
+def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random,
+                        statements: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """`count` pairs, each two statements of `pairs` (both sides ending in ".") made one sentence with a conjunction
     of CLAUSE_JOINS: "I am cold." + "He is tired." -> "I am cold because he is tired." on both sides. The second
     statement's first word is lower-cased only if the corpus has it in lower case inside a sentence, so "Tom" and
-    "I" keep their capitals."""
-    statements = _statements(pairs)
+    "I" keep their capitals. `statements`: join these instead (e.g. statements already extended by a phrase)."""
+    statements = _statements(pairs) if statements is None else statements
     inside = {word for pair in pairs for side in pair for word in side.split()[1:]}
 
     def second(sentence: str) -> str:
@@ -219,6 +220,15 @@ def phrase_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: rando
         (source, target), (english, french) = rng.choice(statements), rng.choice(phrases)
         joined.append((f"{source[:-1]} {english}.", f"{target[:-1]} {french}."))
     return joined
+
+
+def long_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` pairs, each two statements of `pairs` that each got a phrase of `trailing_phrases`, joined by a
+    conjunction of CLAUSE_JOINS: "He bought a red car near the station, but I am cold in the kitchen." / "Il a acheté
+    une voiture rouge près de la gare, mais j'ai froid dans la cuisine." 12-24 words in one sentence: the length of
+    what a class types, where the corpus stops at 9 words and the other extra pairs at about 18."""
+    extended = phrase_joined_pairs(pairs, 2 * count, rng)
+    return clause_joined_pairs(pairs, count, rng, statements=extended) if extended else []
 
 
 def token_batches(
@@ -300,3 +310,4 @@ def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_
 
     Decoder input = [:-1], labels = [1:]."""
     return [bos_id] + tokenizer.encode(tokenizer_text(tokenizer, text, max_len))[: max_len - 2] + [eos_id]
+

@@ -33,8 +33,8 @@ from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKE
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
 from .data import (
-    clause_joined_pairs, collate, joined_pairs, phrase_joined_pairs, read_parallel, source_ids, split_dev, target_ids,
-    token_batches,
+    clause_joined_pairs, collate, joined_pairs, long_joined_pairs, phrase_joined_pairs, read_parallel, source_ids,
+    split_dev, target_ids, token_batches,
 )
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
@@ -124,6 +124,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="translate: add this share of extra training pairs made of a statement with a place or "
                             "company phrase that the corpus translates one way appended on both sides ('near the "
                             "station' / 'près de la gare'), so the model translates what follows a sentence's object")
+    train.add_argument("--concat-long", type=float, default=0.0,
+                       help="translate: add this share of extra training pairs made of two statements, each with a "
+                            "phrase as --concat-phrases appends, joined by a conjunction as --concat-clauses does: "
+                            "single sentences of 12-24 words, the length a class types")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--resume", action="store_true",
                        help=f"continue from OUT/{RESUME_FILE} (written at each evaluation) if present, "
@@ -303,6 +307,7 @@ def main(argv: list[str] | None = None) -> Transformer:
     extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), rng)
     extra += clause_joined_pairs(train_pairs, round(args.concat_clauses * len(train_pairs)), rng)
     extra += phrase_joined_pairs(train_pairs, round(args.concat_phrases * len(train_pairs)), rng)
+    extra += long_joined_pairs(train_pairs, round(args.concat_long * len(train_pairs)), rng)
     train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
     dev_eval_pairs = dev_pairs[: args.dev_eval_size]
     dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
