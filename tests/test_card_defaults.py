@@ -44,9 +44,13 @@ def test_bad_decoding_settings_are_refused(reverse_copy, decoding):
 def test_input_longer_than_any_training_input_is_warned(reverse_copy):
     edit_card(reverse_copy, training={"longest_source_tokens": 8})
     checkpoint = load_checkpoint(reverse_copy)
-    assert not any("trained on" in w for w in checkpoint.translate("abcdefgh").warnings)
-    (warning,) = [w for w in checkpoint.translate("abcdefghi").warnings if "trained on" in w]
+    assert not any("longer than" in w for w in checkpoint.translate("abcdefgh").warnings)
+    (warning,) = [w for w in checkpoint.translate("abcdefghi").warnings if "longer than" in w]
     assert "9 pieces" in warning and "at most 8 pieces" in warning
+    assert "joined" not in warning
+    edit_card(reverse_copy, training={"concat_clauses": 0.15})  # as if it had also trained on sentences joined
+    (warning,) = [w for w in load_checkpoint(reverse_copy).translate("abcdefghi").warnings if "longer than" in w]
+    assert "longer than any sentence of its training corpus (at most 8 pieces" in warning and "joined" in warning
 
 
 def test_dates_warns_about_years_it_never_saw():

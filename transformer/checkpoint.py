@@ -46,6 +46,9 @@ VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vo
 SNAPSHOT_DIR = "snapshots"
 SOURCE_WORDS_FILE = "source_words.txt"
 MAX_UNSEEN_NAMED = 5  # words a warning quotes; it counts the rest
+# The card's training settings (python -m transformer.train --concat...) that add inputs longer than the corpus's
+# sentences, made by joining them: the longest corpus sentence is then not the longest input the model met.
+JOINING_FLAGS = ("concat", "concat_clauses", "concat_phrases", "concat_long")
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -364,8 +367,11 @@ class Checkpoint:
                             f"{cut} were cut off.")
         longest = self.card.training.get("longest_source_tokens")
         if type(longest) is int and len(ids) - 1 > longest:
-            warnings.append(f"The input is {len(ids) - 1} pieces long, longer than anything this model trained on "
-                            f"(at most {longest} pieces): expect dropped or invented words.")
+            seen = (f"than any sentence of its training corpus (at most {longest} pieces; its longer training inputs "
+                    "were those sentences joined)" if any(self.card.training.get(flag) for flag in JOINING_FLAGS)
+                    else f"than anything this model trained on (at most {longest} pieces)")
+            warnings.append(f"The input is {len(ids) - 1} pieces long, longer {seen}: expect dropped or invented "
+                            "words.")
         warnings += input_warnings(self.card.task, text)
         unseen = self.unseen_words(text)
         if unseen:
