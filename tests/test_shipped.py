@@ -32,7 +32,7 @@ EXPECTED = {
               "3 Mar 21": "2021-03-03", "MARCH 3, 2021": "2021-03-03", "July 14th, 1989": "1989-07-14",
               "1 January 2000": "2000-01-01"},
     "eng-fra": {"I am cold.": "J'ai froid.", "She is reading a book.": "Elle est en train de lire un livre.",
-                "We will go to the beach tomorrow.": "Nous allons à la plage demain.",
+                "We will go to the beach tomorrow.": "Nous irons à la plage demain.",
                 "Where is the station?": "Où se trouve la gare ?", "I don't like cats.": "Je n'aime pas les chats.",
                 "The children are playing in the garden.": "Les enfants jouent dans le jardin.",
                 "He bought a red car.": "Il a acheté une voiture rouge.",
