@@ -13,8 +13,8 @@ from .views import BY_KEY, VIEWS
 # page (the header bar, its two icons outside the content, lets the page show through and only its buttons take
 # clicks), the view list and the lecture switch drawn at 80 % with the input and output between them, less space
 # between elements, and the rows of controls at 72 % (they are the lecturer's, not the room's) so each keeps to one
-# line. The input and its output take two lines each at most and scroll beyond (a 64-token sentence and its
-# translation would otherwise push the figure down by two more), and warnings are drawn compact.
+# line. The input, its output and the warnings take two lines each at most and scroll beyond (a 64-token sentence,
+# its translation and three warnings about it would otherwise push the figure down by four more).
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 0.1rem 3rem 2rem; }
@@ -25,7 +25,7 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 [data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }
 [class*="st-key-controls-"] { zoom: 0.72; column-gap: 0.5rem; }
 [data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
-[data-testid="stAlertContainer"] p { font-size: 0.85rem; }
+[data-testid="stAlertContainer"] p { font-size: 0.85rem; max-height: 3.2em; overflow-y: auto; }
 .st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
 </style>"""
 
