@@ -310,4 +310,3 @@ def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_
 
     Decoder input = [:-1], labels = [1:]."""
     return [bos_id] + tokenizer.encode(tokenizer_text(tokenizer, text, max_len))[: max_len - 2] + [eos_id]
-
