@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
+from .data import JOINED_PAIRS, MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
 from .decoding import beam_search, check_beam_size, greedy, output_limit
 from .masks import decoder_lengths
 from .device import atlas_device, model_device
@@ -46,9 +46,6 @@ VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vo
 SNAPSHOT_DIR = "snapshots"
 SOURCE_WORDS_FILE = "source_words.txt"
 MAX_UNSEEN_NAMED = 5  # words a warning quotes; it counts the rest
-# The card's training settings (python -m transformer.train --concat...) that add inputs longer than the corpus's
-# sentences, made by joining them: the longest corpus sentence is then not the longest input the model met.
-JOINING_FLAGS = ("concat", "concat_clauses", "concat_phrases", "concat_long")
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
@@ -368,7 +365,7 @@ class Checkpoint:
         longest = self.card.training.get("longest_source_tokens")
         if type(longest) is int and len(ids) - 1 > longest:
             seen = (f"than any sentence of its training corpus (at most {longest} pieces; its longer training inputs "
-                    "were those sentences joined)" if any(self.card.training.get(flag) for flag in JOINING_FLAGS)
+                    "were those sentences joined)" if any(self.card.training.get(setting) for setting in JOINED_PAIRS)
                     else f"than anything this model trained on (at most {longest} pieces)")
             warnings.append(f"The input is {len(ids) - 1} pieces long, longer {seen}: expect dropped or invented "
                             "words.")

@@ -231,6 +231,12 @@ def long_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.
     return clause_joined_pairs(pairs, count, rng, statements=extended) if extended else []
 
 
+# The extra pairs `python -m transformer.train` can add, by the training setting that gives their share (--concat,
+# --concat-clauses, ...): inputs longer than the corpus's sentences, all made by joining them or adding to them.
+JOINED_PAIRS = {"concat": joined_pairs, "concat_clauses": clause_joined_pairs, "concat_phrases": phrase_joined_pairs,
+                "concat_long": long_joined_pairs}
+
+
 def token_batches(
     examples: Sequence[Example], max_tokens: int, rng: random.Random | None
 ) -> list[list[int]]:

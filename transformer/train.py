@@ -33,8 +33,7 @@ from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKE
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
 from .data import (
-    clause_joined_pairs, collate, joined_pairs, long_joined_pairs, phrase_joined_pairs, read_parallel, source_ids,
-    split_dev, target_ids, token_batches,
+    JOINED_PAIRS, collate, read_parallel, source_ids, split_dev, target_ids, token_batches,
 )
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
@@ -304,10 +303,9 @@ def main(argv: list[str] | None = None) -> Transformer:
     config = initial.config if initial else build_config(args, src_tok, tgt_tok)
     args.max_len = config.max_len
     rng = random.Random(args.seed)
-    extra = joined_pairs(train_pairs, round(args.concat * len(train_pairs)), rng)
-    extra += clause_joined_pairs(train_pairs, round(args.concat_clauses * len(train_pairs)), rng)
-    extra += phrase_joined_pairs(train_pairs, round(args.concat_phrases * len(train_pairs)), rng)
-    extra += long_joined_pairs(train_pairs, round(args.concat_long * len(train_pairs)), rng)
+    extra = []
+    for setting, join in JOINED_PAIRS.items():  # always in this order, so that a seed makes the same pairs again
+        extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
     train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
     dev_eval_pairs = dev_pairs[: args.dev_eval_size]
     dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
