@@ -7,7 +7,8 @@ import torch
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
 from transformer.data import (
-    CLAUSE_JOINS, clause_joined_pairs, joined_pairs, long_joined_pairs, phrase_joined_pairs, trailing_phrases,
+    CLAUSE_JOINS, clause_joined_pairs, joined_pairs, long_joined_pairs, phrase_joined_pairs, timed_phrase_pairs,
+    trailing_phrases, trailing_times,
 )
 from transformer.evaluate import length_bucket
 from transformer.train import Progress, main, select_snapshots
@@ -150,6 +151,40 @@ def test_long_joined_pairs_join_two_statements_that_each_end_in_a_phrase():
     assert ("I am cold on the table because he is tired on the table.",
             "J'ai froid sur la table parce qu'il est fatigué sur la table.") in joined
     assert long_joined_pairs(statements, 5, random.Random(0)) == []  # no phrase in the corpus: nothing to add
+
+
+def test_timed_phrase_pairs_put_a_place_phrase_before_the_time_phrase_a_statement_ends_in():
+    phrase_pairs = [("Put it on the table.", "Pose-le sur la table !"),  # "on the table", and no statement to extend
+                    ("Leave it on the table.", "Laisse-le sur la table !"),
+                    ("Keep it on the table.", "Garde-le sur la table !")]
+    timed = [("I saw him yesterday.", "Je l'ai vu hier."), ("Tom left yesterday.", "Tom est parti hier."),
+             ("We slept all day.", "Nous avons dormi toute la journée."),
+             ("He worked all day.", "Il a travaillé toute la journée."),
+             ("She read all day.", "Elle a lu toute la journée.")]
+    left_out = [
+        # "yesterday" with a comma before it on the French side: counted for the table, but no place for a phrase
+        ("It rained yesterday.", "Il a plu, hier."),
+        # "last night": "hier soir" and "la nuit dernière", neither in 0.6 of the translations
+        ("I was ill last night.", "J'étais malade hier soir."), ("He came last night.", "Il est venu hier soir."),
+        ("It snowed last night.", "Il a neigé la nuit dernière."),
+        ("I ran last night.", "J'ai couru la nuit dernière."),
+        # "all afternoon": its translations share only "l'après-midi", one word for two ("toute" would be left behind)
+        ("I slept all afternoon.", "J'ai dormi tout l'après-midi."),
+        ("I ran all afternoon.", "J'ai couru tout l'après-midi."),
+        ("I sang all afternoon.", "J'ai chanté toute l'après-midi."),
+        ("I ate all afternoon.", "J'ai mangé toute l'après-midi."),
+        # "tomorrow": two statements only (least 3)
+        ("I leave tomorrow.", "Je pars demain."), ("He comes tomorrow.", "Il vient demain.")]
+    pairs = phrase_pairs + timed + left_out
+    assert trailing_times(pairs) == {"yesterday": "hier", "all day": "toute la journée"}
+    made = {("I saw him on the table yesterday.", "Je l'ai vu sur la table hier."),
+            ("Tom left on the table yesterday.", "Tom est parti sur la table hier."),
+            ("We slept on the table all day.", "Nous avons dormi sur la table toute la journée."),
+            ("He worked on the table all day.", "Il a travaillé sur la table toute la journée."),
+            ("She read on the table all day.", "Elle a lu sur la table toute la journée.")}
+    joined = timed_phrase_pairs(pairs, 100, random.Random(0))
+    assert len(joined) == 100 and set(joined) == made
+    assert timed_phrase_pairs(timed, 5, random.Random(0)) == []  # no place phrase in the corpus: nothing to add
 
 
 def test_length_buckets():

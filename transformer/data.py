@@ -231,10 +231,65 @@ def long_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.
     return clause_joined_pairs(pairs, count, rng, statements=extended) if extended else []
 
 
+# A time phrase that ends an English statement ("... yesterday.", "... this morning."). A place phrase put before it
+# makes the shape a model of short sentences drops the end of: two phrases after the object ("Tom left his umbrella on
+# the train this morning"). The statements that already end in a time phrase have the tense it needs.
+_TRAILING_TIME = re.compile(r" ((?:this|last|next|all|every) (?:morning|afternoon|evening|night|day|week|weekend|"
+                            r"month|year|summer|winter)|yesterday|tomorrow|today|tonight)\.$")
+
+
+def trailing_times(pairs: Sequence[tuple[str, str]], least: int = 3, share: float = 0.6) -> dict[str, str]:
+    """English time phrase -> its French ending, read off the corpus: for each phrase that ends at least `least`
+    English statements, the longest French ending of 1-3 words, and of no fewer words than the phrase, that ends at
+    least `share` of their translations ("all day" -> "toute la journée", not "journée"). "last night", whose
+    translations end "la nuit dernière" or "hier soir", is left out; so is "all afternoon", whose translations share
+    only "l'après-midi" ("toute" or "tout" before it would be left behind)."""
+    endings: dict[str, list[list[str]]] = {}
+    for source, target in _statements(pairs):
+        found = _TRAILING_TIME.search(source)
+        if found:
+            endings.setdefault(found.group(1), []).append(target[:-1].split())
+    table = {}
+    for phrase, targets in endings.items():
+        for size in range(3, len(phrase.split()) - 1, -1):
+            counts: dict[str, int] = {}
+            for words in targets:
+                if len(words) > size:
+                    ending = " ".join(words[-size:])
+                    counts[ending] = counts.get(ending, 0) + 1
+            ending, count = max(counts.items(), key=lambda item: item[1], default=("", 0))
+            if len(targets) >= least and count >= share * len(targets):
+                table[phrase] = ending
+                break
+    return table
+
+
+def timed_phrase_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random) -> list[tuple[str, str]]:
+    """`count` pairs, each a statement of `pairs` that ends in a time phrase of `trailing_times`, with a phrase of
+    `trailing_phrases` put before the time phrase on both sides: "I saw him yesterday." + "near the station" -> "I saw
+    him near the station yesterday." / "Je l'ai vu près de la gare hier." """
+    times = trailing_times(pairs)
+    timed = []
+    for source, target in _statements(pairs):
+        found = _TRAILING_TIME.search(source)
+        french_time = times.get(found.group(1), "") if found else ""
+        if french_time and target.endswith(f" {french_time}.") and not target.endswith(f", {french_time}."):
+            timed.append((source, target, found.group(1), french_time))
+    phrases = sorted(trailing_phrases(pairs).items())
+    if not timed or not phrases:
+        return []
+    joined = []
+    for _ in range(count):
+        (source, target, english_time, french_time), (english, french) = rng.choice(timed), rng.choice(phrases)
+        joined.append((f"{source[:-len(english_time) - 2]} {english} {english_time}.",  # " yesterday." replaced
+                       f"{target[:-len(french_time) - 2]} {french} {french_time}."))
+    return joined
+
+
 # The extra pairs `python -m transformer.train` can add, by the training setting that gives their share (--concat,
 # --concat-clauses, ...): inputs longer than the corpus's sentences, all made by joining them or adding to them.
 JOINED_PAIRS = {"concat": joined_pairs, "concat_clauses": clause_joined_pairs, "concat_phrases": phrase_joined_pairs,
-                "concat_long": long_joined_pairs}
+                "concat_long": long_joined_pairs, "concat_timed": timed_phrase_pairs}
 
 
 def token_batches(

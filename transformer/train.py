@@ -127,6 +127,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="translate: add this share of extra training pairs made of two statements, each with a "
                             "phrase as --concat-phrases appends, joined by a conjunction as --concat-clauses does: "
                             "single sentences of 12-24 words, the length a class types")
+    train.add_argument("--concat-timed", type=float, default=0.0,
+                       help="translate: add this share of extra training pairs made of a statement that ends in a "
+                            "time phrase ('yesterday' / 'hier') with a phrase as --concat-phrases appends put before "
+                            "it on both sides, so the model translates two phrases after a sentence's object")
     train.add_argument("--device", default="cpu", help="cpu or cuda")
     train.add_argument("--resume", action="store_true",
                        help=f"continue from OUT/{RESUME_FILE} (written at each evaluation) if present, "
