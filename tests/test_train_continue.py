@@ -16,7 +16,8 @@ from transformer.train import Progress, main, select_snapshots
 
 def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     every_ten = TINY_TRAINING + ["--eval-every", "10"]
-    main(every_ten + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5"])
+    main(every_ten + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5",
+                      "--description", "Reverses strings.", "--data-credit", "Made here.", "--examples", "abc", "de"])
     first = json.loads((tmp_path / "first" / "card.json").read_text())
     first["decoding"] = {"beam_size": 3, "length_penalty": 1.2}  # as `transformer.evaluate --record` writes it
     (tmp_path / "first" / "card.json").write_text(json.dumps(first))
@@ -40,6 +41,8 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     assert "--init-from" in card["training_command"].splitlines()[1]
     assert card["training"]["d_ff"] == first["training"]["d_ff"] != 8  # the architecture it continued, not the flag
     assert card["decoding"] == first["decoding"]  # the app decodes the continued model as it did the first
+    # and shows it as the first: the card's words are kept where the continuation gives no flag for them
+    assert (card["description"], card["data"], card["examples"]) == ("Reverses strings.", "Made here.", ["abc", "de"])
 
 
 def test_select_snapshots_keeps_first_each_threshold_and_last_before_best(tmp_path):
