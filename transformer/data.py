@@ -251,6 +251,8 @@ def trailing_times(pairs: Sequence[tuple[str, str]], least: int = 3, share: floa
             endings.setdefault(found.group(1), []).append(target[:-1].split())
     table = {}
     for phrase, targets in endings.items():
+        if len(targets) < least:
+            continue
         for size in range(3, len(phrase.split()) - 1, -1):
             counts: dict[str, int] = {}
             for words in targets:
@@ -258,7 +260,7 @@ def trailing_times(pairs: Sequence[tuple[str, str]], least: int = 3, share: floa
                     ending = " ".join(words[-size:])
                     counts[ending] = counts.get(ending, 0) + 1
             ending, count = max(counts.items(), key=lambda item: item[1], default=("", 0))
-            if len(targets) >= least and count >= share * len(targets):
+            if count >= share * len(targets):
                 table[phrase] = ending
                 break
     return table
