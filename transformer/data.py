@@ -181,20 +181,25 @@ _TRAILING_PHRASE = re.compile(
 _FRENCH_PHRASE_STARTS = frozenset({"près", "dans", "sur", "sous", "à", "au", "aux", "derrière", "avec", "chez", "en"})
 
 
+def _translations_by_phrase(pairs: Sequence[tuple[str, str]], phrase: re.Pattern, least: int
+                             ) -> dict[str, list[list[str]]]:
+    """Each phrase `phrase` finds at the end of at least `least` English sides -> the words of their French sides,
+    end punctuation stripped."""
+    translations: dict[str, list[list[str]]] = {}
+    for source, target in pairs:
+        found = phrase.search(source)
+        if found:
+            translations.setdefault(found.group(1), []).append(target.rstrip(" .!?").split())
+    return {found: targets for found, targets in translations.items() if len(targets) >= least}
+
+
 def trailing_phrases(pairs: Sequence[tuple[str, str]], least: int = 3, share: float = 0.6) -> dict[str, str]:
     """English phrase -> its French ending, read off the corpus: for each phrase that ends at least `least` English
     statements, the French ending of 2-5 words, starting with a preposition, that ends at least `share` of their
     translations (the most common; the longest of equals). "on the table" ends 32 statements, and 31 of their
     translations end "sur la table": the pair is kept. A phrase whose translations disagree is left out."""
-    endings: dict[str, list[list[str]]] = {}
-    for source, target in pairs:
-        found = _TRAILING_PHRASE.search(source)
-        if found:
-            endings.setdefault(found.group(1), []).append(target.rstrip(" .!?").split())
     table = {}
-    for phrase, targets in endings.items():
-        if len(targets) < least:
-            continue
+    for phrase, targets in _translations_by_phrase(pairs, _TRAILING_PHRASE, least).items():
         counts: dict[str, int] = {}
         for words in targets:
             for size in range(2, 6):
@@ -244,15 +249,8 @@ def trailing_times(pairs: Sequence[tuple[str, str]], least: int = 3, share: floa
     least `share` of their translations ("all day" -> "toute la journée", not "journée"). "last night", whose
     translations end "la nuit dernière" or "hier soir", is left out; so is "all afternoon", whose translations share
     only "l'après-midi" ("toute" or "tout" before it would be left behind)."""
-    endings: dict[str, list[list[str]]] = {}
-    for source, target in _statements(pairs):
-        found = _TRAILING_TIME.search(source)
-        if found:
-            endings.setdefault(found.group(1), []).append(target[:-1].split())
     table = {}
-    for phrase, targets in endings.items():
-        if len(targets) < least:
-            continue
+    for phrase, targets in _translations_by_phrase(_statements(pairs), _TRAILING_TIME, least).items():
         for size in range(3, len(phrase.split()) - 1, -1):
             counts: dict[str, int] = {}
             for words in targets:
