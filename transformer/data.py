@@ -12,6 +12,7 @@ import random
 import re
 import unicodedata
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 from typing import TextIO
@@ -99,6 +100,63 @@ def _aligned_lines(source: str | Path, target: str | Path) -> Iterator[tuple[str
 def read_parallel(source: str | Path, target: str | Path | None = None) -> list[tuple[str, str]]:
     """All pairs of `iter_parallel` as a list (so a two-file corpus of unequal line counts raises before use)."""
     return list(iter_parallel(source, target))
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """One parallel corpus as a command line names it: `NAME=PATH` (a TSV file) or `NAME=SOURCE,TARGET` (two aligned
+    files); without `NAME=` the corpus is named after its folder. The name labels its dev scores ("multi30k")."""
+
+    name: str
+    source: str
+    target: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> CorpusSpec:
+        name, _, paths = text.rpartition("=") if "=" in text else ("", "", text)
+        source, _, target = paths.partition(",")
+        if not source:
+            raise ValueError(f"no corpus path in {text!r}")
+        return cls(name or Path(source).parent.name or Path(source).stem, source, target or None)
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.source}" + (f",{self.target}" if self.target else "")
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        return iter_parallel(self.source, self.target)
+
+
+def corpus_specs(training: dict) -> tuple[list[CorpusSpec], dict[str, CorpusSpec]]:
+    """(training corpora, dev sets by corpus name) as a card's `training` records them; a card written before runs
+    took several corpora holds one path (and perhaps `data_target`)."""
+    data = training["data"]
+    if isinstance(data, str):
+        return [CorpusSpec(Path(data).parent.name, data, training.get("data_target"))], {}
+    dev_sets = [CorpusSpec.parse(text) for text in training.get("dev_data") or []]
+    return [CorpusSpec.parse(text) for text in data], {spec.name: spec for spec in dev_sets}
+
+
+def corpus_splits(
+    corpora: Sequence[CorpusSpec], dev_sets: dict[str, CorpusSpec], dev_fraction: float, seed: int
+) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """(training pairs of all corpora, dev pairs by corpus name). A corpus with a dev set of its own trains on all of
+    its pairs; the others give `dev_fraction` of theirs (split_dev). No training pair has the source sentence of a
+    dev pair of any corpus, so no corpus's score counts a sentence another corpus taught."""
+    unknown = set(dev_sets) - {spec.name for spec in corpora}
+    if unknown:
+        raise ValueError(f"dev sets for corpora not trained on: {', '.join(sorted(unknown))}")
+    train: list[tuple[str, str]] = []
+    dev: dict[str, list[tuple[str, str]]] = {}
+    for spec in corpora:
+        pairs = list(spec.pairs())
+        if spec.name in dev_sets:
+            train += pairs
+            dev[spec.name] = list(dev_sets[spec.name].pairs())
+        else:
+            corpus_train, dev[spec.name] = split_dev(pairs, dev_fraction, seed)
+            train += corpus_train
+    dev_sources = {source for pairs in dev.values() for source, _ in pairs}
+    return [pair for pair in train if pair[0] not in dev_sources], dev
 
 
 def in_dev(source: str, dev_fraction: float, seed: int) -> bool:

@@ -12,6 +12,7 @@ interrupted run from its last evaluation.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import platform
@@ -21,6 +22,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 import torch
@@ -32,9 +34,7 @@ from tqdm import tqdm
 from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
-from .data import (
-    JOINED_PAIRS, collate, read_parallel, source_ids, split_dev, target_ids, token_batches,
-)
+from .data import JOINED_PAIRS, CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
 from .tasks import generate
@@ -60,8 +60,9 @@ DESCRIPTIONS = {
 }
 
 
-# What an --init-from run takes from the checkpoint it continues (its card records them as they are).
-INHERITED = ("vocab_size", "shared_vocab", "d_model", "num_heads", "layers", "d_ff", "dropout", "max_len", "norm_first",
+# What an --init-from run takes from the checkpoint it continues (its card records them as they are). max_len is
+# not among them: a run may raise it where positions are sinusoids, which have no weights.
+INHERITED = ("vocab_size", "shared_vocab", "d_model", "num_heads", "layers", "d_ff", "dropout", "norm_first",
              "positional", "activation")
 
 
@@ -71,8 +72,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--task", required=True, choices=sorted(TASK_DEFAULTS))
     parser.add_argument("--out", required=True, type=Path, help="checkpoint folder to write")
     data = parser.add_argument_group("data")
-    data.add_argument("--data", help="translate: TSV of source<TAB>target, or the source file of two aligned files")
-    data.add_argument("--data-target", help="translate: the target file when --data is the source file")
+    data.add_argument("--data", nargs="+", type=CorpusSpec.parse, metavar="[NAME=]PATH[,TARGET]",
+                      help="translate: one or more corpora, each a TSV of source<TAB>target or two aligned files "
+                           "(SOURCE,TARGET; .gz allowed), named NAME (default: the folder's name) in the dev scores")
+    data.add_argument("--dev-data", nargs="+", type=CorpusSpec.parse, default=[], metavar="NAME=PATH[,TARGET]",
+                      help="translate: the dev set of the --data corpus called NAME (e.g. Multi30k's val), which "
+                           "then trains on all of its pairs; other corpora give --dev-fraction of theirs")
     data.add_argument("--data-credit", default="", help="source and licence of the corpus, for the model card")
     data.add_argument("--dev-fraction", type=float, default=0.05, help="translate: share of pairs held out as dev")
     data.add_argument("--split-seed", type=int, default=0, help="translate: seed of the dev split")
@@ -86,7 +91,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     model.add_argument("--layers", type=int, help="encoder and decoder layers each")
     model.add_argument("--d-ff", type=int)
     model.add_argument("--dropout", type=float, default=0.1)
-    model.add_argument("--max-len", type=int)
+    model.add_argument("--max-len", type=int, help="longest sequence in tokens (--init-from: may be raised, for "
+                                                 "sinusoidal positions)")
     model.add_argument("--norm-first", action="store_true", help="pre-LN instead of the paper's post-LN")
     model.add_argument("--positional", choices=("sinusoidal", "learned"), default="sinusoidal")
     model.add_argument("--activation", choices=("relu", "gelu"), default="relu")
@@ -140,6 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for the card's exact training command
+    args.max_len_given = args.max_len is not None  # an --init-from run keeps the earlier max_len unless told
     for name, value in TASK_DEFAULTS[args.task].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -177,10 +184,30 @@ def learning_rate(step: int, peak: float, warmup: int, total: int = 0, cooldown:
     return rate
 
 
-def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
+    """(training pairs, dev pairs by corpus name: the task's name for a synthetic task)."""
     if args.task == "translate":
-        return split_dev(read_parallel(args.data, args.data_target), args.dev_fraction, args.split_seed)
-    return generate(args.task, args.train_size, args.seed), generate(args.task, args.dev_size, args.seed + 1)
+        return corpus_splits(args.data, {spec.name: spec for spec in args.dev_data}, args.dev_fraction,
+                             args.split_seed)
+    return generate(args.task, args.train_size, args.seed), {args.task: generate(args.task, args.dev_size, args.seed + 1)}
+
+
+def interleaved(dev: dict[str, list[tuple[str, str]]], count: int) -> list[tuple[str, str]]:
+    """The first `count` dev pairs taken from each corpus in turn, so the trainer's quick evaluation weighs them
+    alike."""
+    rows = zip_longest(*dev.values())
+    return [pair for row in rows for pair in row if pair is not None][:count]
+
+
+def continued_config(args: argparse.Namespace, config: TransformerConfig) -> TransformerConfig:
+    """An --init-from run's architecture: the earlier run's, with max_len raised if --max-len asks (sinusoidal
+    positions have no weights, so a longer table changes nothing the model learnt)."""
+    if not args.max_len_given or args.max_len == config.max_len:
+        return config
+    if args.max_len < config.max_len or config.positional != "sinusoidal":
+        raise SystemExit(f"--max-len {args.max_len}: a continued model keeps max_len {config.max_len}, or raises it "
+                         "when its positions are sinusoidal")
+    return dataclasses.replace(config, max_len=args.max_len)
 
 
 def build_tokenizers(args: argparse.Namespace, train_pairs: list[tuple[str, str]], rank: int
@@ -301,17 +328,17 @@ def main(argv: list[str] | None = None) -> Transformer:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / SNAPSHOT_DIR).mkdir(exist_ok=True)
 
-    train_pairs, dev_pairs = load_pairs(args)
+    train_pairs, dev_by_corpus = load_pairs(args)
     src_tok, tgt_tok = build_tokenizers(args, train_pairs, rank)
     initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
-    config = initial.config if initial else build_config(args, src_tok, tgt_tok)
+    config = continued_config(args, initial.config) if initial else build_config(args, src_tok, tgt_tok)
     args.max_len = config.max_len
     rng = random.Random(args.seed)
     extra = []
     for setting, join in JOINED_PAIRS.items():  # always in this order, so that a seed makes the same pairs again
         extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
     train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
-    dev_eval_pairs = dev_pairs[: args.dev_eval_size]
+    dev_eval_pairs = interleaved(dev_by_corpus, args.dev_eval_size)
     dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
 
     model = Transformer(config).to(device)
@@ -415,16 +442,18 @@ def main(argv: list[str] | None = None) -> Transformer:
             final_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
         if thresholds:
             select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR, final_step)
-        write_card(args, world, device, progress, train_pairs, dev_pairs, src_tok, tgt_tok, initial)
+        write_card(args, world, device, progress, train_pairs, dev_by_corpus, src_tok, tgt_tok, initial)
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
     return model
 
 
-def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, src_tok, tgt_tok,
+def write_card(args, world, device, progress: Progress, train_pairs, dev_by_corpus, src_tok, tgt_tok,
                initial: Checkpoint | None) -> None:
-    """Final metric of the kept weights on the whole dev set, and everything the app and a reader need."""
+    """Final metric of the kept weights on the whole dev set (and on each corpus's, when there are several), and
+    everything the app and a reader need."""
+    dev_pairs = [pair for pairs in dev_by_corpus.values() for pair in pairs]
     config = TransformerConfig.load(args.out / CONFIG_FILE)
     model = Transformer(config)
     model.load_state_dict(torch.load(args.out / WEIGHTS_FILE, weights_only=True))
@@ -432,13 +461,22 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
     model.cpu()
     metric = score(args.task, predictions, [t for _, t in dev_pairs])
+    metrics = {f"dev_{METRICS[args.task]}": round(metric, 4), "train_pairs": len(train_pairs),
+               "dev_pairs": len(dev_pairs)}
+    if len(dev_by_corpus) > 1:
+        start = 0
+        for name, pairs in dev_by_corpus.items():
+            metrics[f"dev_{METRICS[args.task]}_{name}"] = round(
+                score(args.task, predictions[start : start + len(pairs)], [t for _, t in pairs]), 4)
+            start += len(pairs)
     launcher = f"torchrun --nproc_per_node={world} -m transformer.train" if world > 1 else "python -m transformer.train"
     machine = f"{platform.machine()}, {os.cpu_count()} CPU cores, {world} process(es), torch {torch.__version__}"
     if device.type == "cuda":
         machine += f", {torch.cuda.get_device_name(device)}"
     command = f"{launcher} {shlex.join(args.argv)}"
-    training = {key: (str(value) if isinstance(value, Path) else value)
-                for key, value in vars(args).items() if key != "argv"}
+    training = {key: ([str(spec) for spec in value] if key in ("data", "dev_data") and value
+                      else str(value) if isinstance(value, Path) else value)
+                for key, value in vars(args).items() if key not in ("argv", "max_len_given")}
     training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
     if initial:
         command = f"{initial.card.training_command}\n{command}"
@@ -451,9 +489,9 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_pairs, 
         # A continued model keeps the words of its card, which only a flag given again replaces.
         description=args.description or (initial.card.description if initial else DESCRIPTIONS[args.task]),
         data=args.data_credit or (initial.card.data if initial else None)
-        or (f"The corpus {args.data} (no --data-credit given)." if args.task == "translate" else generated),
-        metrics={f"dev_{METRICS[args.task]}": round(metric, 4), "train_pairs": len(train_pairs),
-                 "dev_pairs": len(dev_pairs)},
+        or (f"The corpus {' '.join(map(str, args.data))} (no --data-credit given)." if args.task == "translate"
+            else generated),
+        metrics=metrics,
         examples=args.examples or (initial.card.examples if initial else [s for s, _ in dev_pairs[:8]]),
         training_command=command,
         wall_time_s=round(progress.elapsed_s, 1),
