@@ -191,5 +191,6 @@ def test_timed_phrase_pairs_put_a_place_phrase_before_the_time_phrase_a_statemen
 
 
 def test_length_buckets():
-    assert [length_bucket(" ".join("w" * n)) for n in (1, 5, 6, 10, 11, 15, 16, 40)] == [
-        "1-5 words", "1-5 words", "6-10 words", "6-10 words", "11-15 words", "11-15 words", "16+ words", "16+ words"]
+    assert [length_bucket(" ".join("w" * n)) for n in (1, 5, 6, 10, 11, 15, 16, 25, 26, 47)] == [
+        "1-5 words", "1-5 words", "6-10 words", "6-10 words", "11-15 words", "11-15 words", "16-25 words",
+        "16-25 words", "26+ words", "26+ words"]

@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from .capture import capture
 from .checkpoint import Checkpoint
-from .data import collate, in_dev, iter_parallel, source_ids, target_ids
+from .data import collate, dev_pairs, source_ids, target_ids
 from .evaluate import FRESH_SEED
 from .record import ATTENTION_KINDS
 from .tasks import TASKS
@@ -123,14 +123,12 @@ def chunk_table(checkpoint: Checkpoint, first_sentence: int, pairs: Sequence[tup
 
 
 def corpus_pairs(checkpoint: Checkpoint, count: int | None = None,
-                 data: str | None = None) -> Iterator[tuple[str, str]]:
+                 data: str | Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
     """A translation checkpoint's dev split, streamed from the corpus file (the first `count` pairs, if given); for
     a synthetic task, `count` fresh (input, output) pairs (default 1,000)."""
     training = checkpoint.card.training
     if checkpoint.card.task == "translate":
-        pairs = (pair for pair in iter_parallel(data or training["data"], training.get("data_target"))
-                 if in_dev(pair[0], training["dev_fraction"], training["split_seed"]))
-        return islice(pairs, count)
+        return islice((pair for _, pair in dev_pairs(training, data)), count)
     rng = random.Random(FRESH_SEED + 19)
     return (TASKS[checkpoint.card.task](rng) for _ in range(count or 1000))
 
@@ -229,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     run_parser.add_argument("checkpoint")
     run_parser.add_argument("--out", required=True)
     run_parser.add_argument("--count", type=int, help="at most this many sentences (synthetic tasks: default 1000)")
-    run_parser.add_argument("--data", help="translation corpus, if not where the card says")
+    run_parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
+                            help="translation corpora, if not where the card says")
     run_parser.add_argument("--batch-size", type=int, default=64, help="sentences per chunk (one row group each)")
     run_parser.add_argument("--threads", type=int, default=1)
     rank_parser = commands.add_parser("rank", help="heads by a statistic's mean over the corpus")

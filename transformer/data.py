@@ -126,14 +126,31 @@ class CorpusSpec:
         return iter_parallel(self.source, self.target)
 
 
-def corpus_specs(training: dict) -> tuple[list[CorpusSpec], dict[str, CorpusSpec]]:
-    """(training corpora, dev sets by corpus name) as a card's `training` records them; a card written before runs
-    took several corpora holds one path (and perhaps `data_target`)."""
+def corpus_specs(training: dict, data: str | Sequence[str] | None = None
+                 ) -> tuple[list[CorpusSpec], dict[str, CorpusSpec]]:
+    """(training corpora, dev sets by corpus name) as a card's `training` records them, or as `data` names them
+    instead (corpora moved elsewhere); a card written before runs took several corpora holds one path (and perhaps
+    `data_target`)."""
+    dev_sets = [CorpusSpec.parse(text) for text in training.get("dev_data") or []]
+    if data is not None:
+        return [CorpusSpec.parse(text) for text in ([data] if isinstance(data, str) else data)], \
+            {spec.name: spec for spec in dev_sets}
     data = training["data"]
     if isinstance(data, str):
         return [CorpusSpec(Path(data).parent.name, data, training.get("data_target"))], {}
-    dev_sets = [CorpusSpec.parse(text) for text in training.get("dev_data") or []]
     return [CorpusSpec.parse(text) for text in data], {spec.name: spec for spec in dev_sets}
+
+
+def dev_pairs(training: dict, data: str | Sequence[str] | None = None) -> Iterator[tuple[str, tuple[str, str]]]:
+    """(corpus name, pair) for the dev split a card's training used (as corpus_splits made it), streamed from the
+    corpus files: memory does not grow with the corpus."""
+    corpora, dev_sets = corpus_specs(training, data)
+    for spec in corpora:
+        if spec.name in dev_sets:
+            pairs = dev_sets[spec.name].pairs()
+        else:
+            pairs = (pair for pair in spec.pairs() if in_dev(pair[0], training["dev_fraction"], training["split_seed"]))
+        yield from ((spec.name, pair) for pair in pairs)
 
 
 def corpus_splits(

@@ -1,10 +1,10 @@
 """Quality of a checkpoint on inputs it did not train on: `python -m transformer.evaluate checkpoints/NAME`.
 
 reverse: fresh random strings of every length 1-30; dates: fresh dates in every format; translate: the dev split of
-the training corpus, rebuilt from what the card records (the corpus must be at the recorded path, or pass --data),
-scored by BLEU and chrF overall and by source length in words. A corpus of short sentences has no long dev inputs, so
-translation is also scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way, and on
-"clauses": two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
+each training corpus, rebuilt from what the card records (the corpora must be at the recorded paths, or pass --data),
+scored by BLEU and chrF overall, per corpus, by source length in words, and per corpus and length. Translation can
+also be scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way, and on "clauses":
+two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
 that drops a sentence's second clause loses BLEU.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sacrebleu
 import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
-from .data import clause_joined_pairs, joined_pairs, read_parallel, source_ids, split_dev
+from .data import clause_joined_pairs, dev_pairs, joined_pairs, source_ids
 from .decoding import beam_search, greedy, output_limit
 from .device import model_device
 from .model import Transformer
@@ -33,7 +33,7 @@ METRICS = {"reverse": "exact_match", "dates": "exact_match", "translate": "bleu"
 # as corpus BLEU on the dev split.
 FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0}
 FRESH_SEED = 20261122  # fresh test inputs: a seed no training run uses
-LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, None))  # source words, for translation's breakdown by length
+LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words: translation by length
 JOINED_DEV_PAIRS = 1000  # long translation inputs made by joining dev pairs
 LONG_INPUT_CASES = ("joined", "clauses")  # made of dev pairs: scored apart from the dev split's own BLEU
 
@@ -74,7 +74,7 @@ def chrf(predictions: Sequence[str], references: Sequence[str]) -> float:
 
 
 def length_bucket(source: str) -> str:
-    """The breakdown's case for a translation input: "1-5 words", ..., "16+ words"."""
+    """The breakdown's case for a translation input: "1-5 words", ..., "26+ words"."""
     words = len(source.split())
     low, high = next((low, high) for low, high in LENGTH_BUCKETS if high is None or words <= high)
     return f"{low}-{high} words" if high else f"{low}+ words"
@@ -90,14 +90,22 @@ def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tup
     return [(fmt, *date_example(rng, fmt)) for fmt in DATE_FORMATS for _ in range(per_case)]
 
 
-def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | None = None) -> list[tuple[str, str, str]]:
-    """(case, source, target): fresh synthetic inputs, or the translation corpus's dev split by source length."""
-    training = checkpoint.card.training
+def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | Sequence[str] | None = None
+                     ) -> list[tuple[str, str, str]]:
+    """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits, cased by corpus and
+    source length ("multi30k, 11-15 words")."""
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
-    pairs = read_parallel(data or training["data"], training.get("data_target"))
-    dev = split_dev(pairs, training["dev_fraction"], training["split_seed"])[1]
-    return [(length_bucket(source), source, target) for source, target in dev]
+    return [(f"{corpus}, {length_bucket(source)}", source, target)
+            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data)]
+
+
+def case_groups(case: str) -> list[str]:
+    """The breakdowns an input counts in: its case, and for a dev input cased "corpus, length" its corpus and its
+    length too (inputs made of dev pairs stand apart, in their own case only)."""
+    if case.startswith(LONG_INPUT_CASES) or ", " not in case:
+        return [case]
+    return [case, *case.split(", ", 1)]
 
 
 def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIRS) -> list[tuple[str, str, str]]:
@@ -121,8 +129,9 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
                                   length_penalty=length_penalty, coverage_penalty=coverage_penalty)
     by_case: dict[str, tuple[list[str], list[str]]] = {}
     for (case, _, target), prediction in zip(cases, predictions):
-        by_case.setdefault(case, ([], []))[0].append(prediction)
-        by_case[case][1].append(target)
+        for group in case_groups(case) if task == "translate" else [case]:
+            by_case.setdefault(group, ([], []))[0].append(prediction)
+            by_case[group][1].append(target)
     per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in sorted(by_case.items())}
     main = [(p, target) for (case, _, target), p in zip(cases, predictions) if not case.startswith(LONG_INPUT_CASES)]
     overall = score(task, [p for p, _ in main], [target for _, target in main])
@@ -134,7 +143,12 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
               "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
     if task == "translate":
         result["chrf"] = chrf([p for p, _ in main], [target for _, target in main])
+        result["chrf_per_case"] = {case: chrf(*pair) for case, pair in sorted(by_case.items())}
     return result
+
+
+def metric_suffix(case: str) -> str:
+    return case.replace(", ", "_").replace(" ", "_")
 
 
 def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
@@ -144,8 +158,10 @@ def record(checkpoint: Checkpoint, result: dict, command: str) -> None:
     card.metrics[name] = round(result["overall"], 4)
     if "chrf" in result:
         card.metrics["dev_chrf"] = round(result["chrf"], 4)
-        for case, value in result["per_case"].items():  # "1-5 words" -> dev_bleu_1-5_words
-            card.metrics[f"dev_bleu_{case.replace(', ', '_').replace(' ', '_')}"] = round(value, 4)
+        for case, value in result["per_case"].items():  # "multi30k, 1-5 words" -> dev_bleu_multi30k_1-5_words
+            card.metrics[f"dev_bleu_{metric_suffix(case)}"] = round(value, 4)
+        for case, value in result.get("chrf_per_case", {}).items():
+            card.metrics[f"dev_chrf_{metric_suffix(case)}"] = round(value, 4)
         card.decoding = {key: result[key] for key in ("beam_size", "length_penalty", "coverage_penalty")}
     elif len(result["per_case"]) > 1:
         card.metrics[f"{name}_worst_case"] = round(result["worst"], 4)
@@ -158,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m transformer.evaluate", description=__doc__)
     parser.add_argument("checkpoint", help="checkpoint folder, e.g. checkpoints/reverse")
     parser.add_argument("--per-case", type=int, default=200, help="synthetic inputs per length or per date format")
-    parser.add_argument("--data", help="corpus path, if not where the card says (translate only)")
+    parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
+                        help="translate: the corpora, if not where the card says")
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
     parser.add_argument("--coverage-penalty", type=float, default=0.0, help="beam search: GNMT coverage penalty beta")
@@ -181,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"coverage penalty {args.coverage_penalty})")
     if len(result["per_case"]) > 1:
         for case, value in result["per_case"].items():
-            print(f"  {case:<24} {value:.4f}")
+            chrf_case = f"  chrF {result['chrf_per_case'][case]:.2f}" if "chrf_per_case" in result else ""
+            print(f"  {case:<28} {value:.4f}{chrf_case}")
     verdict = "meets" if result["meets_floor"] else "MISSES"
     print(f"worst case {result['worst']:.4f}: {verdict} the floor of {result['floor']}")
     for source, target, prediction in result["errors"][: args.show]:

@@ -116,7 +116,7 @@ def _inputs(task: str, count: int) -> list[tuple[str, str | None]]:
             for i in range(count)]
 
 
-def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16, data: str | None = None) -> dict:
+def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16, data: str | Sequence[str] | None = None) -> dict:
     """{"alignment": method -> share (synthetic tasks only), "deletion": k -> method -> mean drop, "inputs": n}."""
     task = checkpoint.card.task
     if task == "translate":
@@ -175,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--inputs", type=int, default=30, help="fresh inputs (or dev sentences) per checkpoint")
     parser.add_argument("--ig-steps", type=int, default=16, help="integration points of integrated gradients")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--data", help="translation corpus, if not where the card says")
+    parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
+                            help="translation corpora, if not where the card says")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     results = {}
