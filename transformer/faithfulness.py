@@ -116,7 +116,8 @@ def _inputs(task: str, count: int) -> list[tuple[str, str | None]]:
             for i in range(count)]
 
 
-def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16, data: str | Sequence[str] | None = None) -> dict:
+def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16,
+                 data: str | Sequence[str] | None = None) -> dict:
     """{"alignment": method -> share (synthetic tasks only), "deletion": k -> method -> mean drop, "inputs": n}."""
     task = checkpoint.card.task
     if task == "translate":

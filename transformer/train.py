@@ -189,7 +189,8 @@ def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[st
     if args.task == "translate":
         return corpus_splits(args.data, {spec.name: spec for spec in args.dev_data}, args.dev_fraction,
                              args.split_seed)
-    return generate(args.task, args.train_size, args.seed), {args.task: generate(args.task, args.dev_size, args.seed + 1)}
+    dev = generate(args.task, args.dev_size, args.seed + 1)
+    return generate(args.task, args.train_size, args.seed), {args.task: dev}
 
 
 def interleaved(dev: dict[str, list[tuple[str, str]]], count: int) -> list[tuple[str, str]]:
