@@ -33,7 +33,7 @@ def test_patching_every_hook_point_reproduces_the_other_run():
     model = small_model()
     clean, corrupted, tgt = _inputs(model)
     tgt_ids = torch.tensor([tgt])
-    with torch.no_grad(), capture(model) as record:
+    with torch.no_grad(), capture(model, "*") as record:  # "*": the hook points inside attention and the FFN too
         clean_logits = model(torch.tensor([clean]), tgt_ids)
     with torch.no_grad():
         patched = run_patched(model, torch.tensor([corrupted]), tgt_ids, dict(record.hooks))

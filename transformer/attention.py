@@ -67,10 +67,16 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
         self.W_o = nn.Linear(d_model, d_model)
+        self.hook_q = HookPoint()  # (batch, heads, q_len, d_head) each head's queries, W_q x_q split by head
+        self.hook_k = HookPoint()  # (batch, heads, k_len, d_head) keys (with a cache: every step's so far)
+        self.hook_v = HookPoint()  # (batch, heads, k_len, d_head) values
         self.hook_scores = HookPoint()  # (batch, heads, q_len, k_len) q·k/sqrt(d_head), before masking
         self.hook_mask = HookPoint()  # (batch, 1, q_len, k_len) bool, True = may attend
         self.hook_pattern = HookPoint()  # (batch, heads, q_len, k_len) softmax weights, 0 on masked keys
         self.hook_z = HookPoint()  # (batch, heads, q_len, d_head) each head's output, before W_o; ablation edits it
+        # (batch, q_len, heads, d_model) each head's z through its own d_head columns of W_o: the heads' results plus
+        # W_o's bias are the block's output. Computed only when captured or edited (heads x the output's size).
+        self.hook_result = HookPoint()
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, length, d_model = x.shape
@@ -84,9 +90,10 @@ class MultiHeadAttention(nn.Module):
         """x_q: (batch, q_len, d_model) queries; x_kv: (batch, k_len, d_model) keys and values; mask as in masks.py.
         With a `cache`, keys and values of earlier decoding steps are reused (see cache.py)."""
         batch, q_len, d_model = x_q.shape
-        q = self._split_heads(self.W_q(x_q))  # (batch, heads, q_len, d_head)
+        q = self.hook_q(self._split_heads(self.W_q(x_q)))  # (batch, heads, q_len, d_head)
         project = lambda: (self._split_heads(self.W_k(x_kv)), self._split_heads(self.W_v(x_kv)))  # noqa: E731
         k, v = project() if cache is None else cache.keys_values(project)  # (batch, heads, k_len, d_head)
+        k, v = self.hook_k(k), self.hook_v(v)
         dropout_p = self.dropout if self.training else 0.0
         # A mask that blocks nothing (no padding; a cached decoding step's causal row) only costs passes.
         blocks = mask is not None and not bool(mask.all())
@@ -97,4 +104,8 @@ class MultiHeadAttention(nn.Module):
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask if blocks else None, dropout_p=dropout_p)
         z = self.hook_z(z)  # (batch, heads, q_len, d_head)
+        if is_watched(self.hook_result):
+            w_o = self.W_o.weight.view(d_model, self.num_heads, -1)  # (d_model, heads, d_head): columns by head
+            result = self.hook_result(torch.einsum("bhqd,mhd->bqhm", z, w_o))  # (batch, q_len, heads, d_model)
+            return result.sum(dim=2) + self.W_o.bias
         return self.W_o(z.transpose(1, 2).reshape(batch, q_len, d_model))

@@ -135,12 +135,18 @@ def attention_key(path: str) -> str | None:
     return f"{match[1]}.{match[2]}.{match[3]}" if match else None
 
 
+# Hook points inside attention and the feed-forward block: a vector per head or d_ff neurons per token, many numbers
+# each, and hook_result costs a product of its own. A capture records them only where they are named.
+INSIDE_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_result", "hook_mlp_post")
+
+
 def select_hook_points(model: nn.Module, names: NameFilter = None) -> dict[str, HookPoint]:
-    """The hook points `names` picks out: None = all; a hook name, a friendly attention key (its scores, mask and
-    pattern), or a glob such as '*.hook_pattern'; a list of those; or a predicate on hook names."""
+    """The hook points `names` picks out: None = all but the INSIDE_HOOKS ('*' for those too); a hook name, a
+    friendly attention key (its scores, mask and pattern), or a glob such as '*.hook_pattern'; a list of those; or a
+    predicate on hook names."""
     points = hook_points(model)
     if names is None:
-        return points
+        return {name: point for name, point in points.items() if not name.endswith(INSIDE_HOOKS)}
     if callable(names):
         return {name: point for name, point in points.items() if names(name)}
     wanted: set[str] = set()

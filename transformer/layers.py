@@ -22,9 +22,10 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(config.d_ff, config.d_model)
         self.activation = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[config.activation]
         self.dropout = nn.Dropout(config.dropout)
+        self.hook_mlp_post = HookPoint()  # (batch, length, d_ff) the hidden neurons' activations
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.linear2(self.dropout(self.hook_mlp_post(self.activation(self.linear1(x)))))
 
 
 class Residual(nn.Module):
