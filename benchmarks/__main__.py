@@ -1,6 +1,6 @@
 """Measure Attention Atlas' performance on this machine: `python -m benchmarks [--smoke] [--only NAME ...]`.
 
-Prints Markdown tables (the README's Performance section is this output), writes every row as JSON, and checks
+Prints Markdown tables (docs/performance.md's latest run is this output), writes every row as JSON, and checks
 each figure against its target. Every figure is a ratio or a time measured side by side in one run (median of
 several repeats after a warm-up), because shared machines are noisy. --smoke runs everything on a tiny random
 model at tiny sizes: it proves the benchmark still runs, and its numbers mean nothing.

@@ -49,7 +49,7 @@ def tiny_config(vocab_size: int, max_len: int) -> TransformerConfig:
 
 
 def wide_config(vocab_size: int, max_len: int) -> TransformerConfig:
-    """eng-fra's width with 6 + 6 layers of 8 heads: the model view's largest grid, as the issue sizes it."""
+    """eng-fra's width with 6 + 6 layers of 8 heads: the model view's largest grid, as its targets size it."""
     return TransformerConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size, d_model=256, num_heads=8,
                              num_encoder_layers=6, num_decoder_layers=6, d_ff=512, max_len=max_len,
                              share_embeddings=True)

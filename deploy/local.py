@@ -101,7 +101,7 @@ def app_environment(processes: int, environ=os.environ) -> dict[str, str]:
 
     One cookie secret for all of them: the XSRF cookie one process sets is then valid in every other. And each runs
     the model in its share of the cores (ui.turns), unless $ATLAS_MODEL_TURNS says otherwise: on 2 cores, two
-    processes that each ran two passes at once served 5.95 interactions a second; one pass at a time each, 7.53."""
+    processes that each ran one pass at a time served more than two that each ran two (docs/performance.md)."""
     return {"STREAMLIT_SERVER_COOKIE_SECRET": secrets.token_hex(16),
             "ATLAS_MODEL_TURNS": environ.get("ATLAS_MODEL_TURNS") or str(max(1, cores() // processes))}
 

@@ -114,7 +114,7 @@ TURN_TEXTS = ("turns1", "turns22", "turns333", "turns4444", "turn5", "turn66", "
 @pytest.mark.parametrize("turns", [1, 2])
 def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_thread, monkeypatch, turns):
     """Eight sessions asking for new passes at once: no more than `turns` of them run the model at a time (twenty
-    threads all running the model measured half the throughput of two), and every pass finishes, a pass that asks
+    threads all running the model finish fewer passes than two at a time), and every pass finishes, a pass that asks
     for another pass inside (the decoding view's) included."""
     import ui.passes
     import ui.shared

@@ -88,7 +88,7 @@ def test_cached_beam_search_equals_full_re_runs_on_the_examples(shipped):
 
 
 def test_eng_fra_decodes_with_its_cards_coverage_penalty():
-    """The card's coverage penalty keeps a phrase that beam search alone drops (README, eng-fra: what was tried)."""
+    """The card's coverage penalty keeps a phrase that beam search alone drops (docs/eng-fra.md)."""
     checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
     decoding = checkpoint.card.decoding
     text = "We missed the last train, so we had to take a taxi home."

@@ -157,8 +157,8 @@ def test_merged_merges_nested_dicts_key_by_key_without_changing_its_arguments():
 
 def test_token_axes_leave_plotly_js_no_per_label_measuring():
     # Plotly.js measures every tick label once per axis to hide those past the figure's edge (quadratic in the
-    # ticks: 47 s for 2,048), to grow margins (automargin) and to place axis titles (a template's title standoff);
-    # viz lays labels out itself, so each of these is off on every token axis. benchmarks/ has the timings.
+    # ticks), to grow margins (automargin) and to place axis titles (a template's title standoff); viz lays labels
+    # out itself, so each of these is off on every token axis. docs/performance.md has the timings.
     labels = [f"t{i}" for i in range(40)]
     for fig in (viz.model_view(random_stack(40, 2, 3), labels, labels),
                 viz.head_heatmap(random_stack(40, 1, 1)[0, 0], labels, labels)):
@@ -169,7 +169,7 @@ def test_token_axes_leave_plotly_js_no_per_label_measuring():
 
 def test_model_view_draws_no_grid_under_its_images():
     # The images hide a grid, which Plotly.js draws as one path per tick of every axis: 25,000 paths at 256 tokens
-    # and 6 x 8 heads, half of the figure's drawing time in Chromium (benchmarks/: browser render).
+    # and 6 x 8 heads, much of the figure's drawing time in Chromium (benchmarks/: browser render).
     labels = [f"t{i}" for i in range(40)]
     fig = viz.model_view(random_stack(40, 2, 3), labels, labels)
     axes = [*fig.select_xaxes(), *fig.select_yaxes()]

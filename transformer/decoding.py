@@ -123,9 +123,9 @@ def greedy(
 
     With the cache, each decoder call also runs `PromptLookup`'s guesses of the next tokens, and keeps those that
     are the model's own choices, then its choice after them: the tokens of one step at a time, in fewer calls. A call
-    of k + 1 tokens reads the weights once, as a call of one does (a 256-token output that repeats itself: 1.3 s in
-    256 calls, 0.15 s in 14); the cache forgets the guesses that were not kept. The rows advance together, by the
-    guesses kept in every one. Tokens are kept in lists: a step's bookkeeping in tensors cost a small model 5-10 %.
+    of k + 1 tokens reads the weights once, as a call of one does (a 256-token output that repeats itself takes a
+    fraction of the calls; docs/performance.md); the cache forgets the guesses that were not kept. The rows advance
+    together, by the guesses kept in every one. Tokens are kept in lists: a step's bookkeeping in tensors cost more.
     `guess=False` runs one token per call: the reference the guesses are tested and benchmarked against; so does a
     call that captures, so that its record holds the last token's call, as without guesses."""
     config, max_len = model.config, _limit(model, max_len)

@@ -5,7 +5,7 @@ the picker or a link only becomes a path through transformer.resolve_checkpoint,
 Folders are checked without reading weights (transformer.inspect_checkpoint); only the checkpoints being shown are
 loaded, once per folder version, and never changed (capture and ablation are per call). Passes are shared by
 every session (ui.shared.shared_pass, bounded in bytes), not copied: every session gets the same read-only objects
-(ui.analysis) instead of unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
+(ui.analysis) instead of unpickling its own copy on every rerun (tens of MB at 256 tokens).
 """
 from __future__ import annotations
 

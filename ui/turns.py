@@ -2,8 +2,8 @@
 
 Streamlit runs each session's script in a thread of its own, and torch lets go of the GIL around every operation:
 twenty sessions that run the model at once hand the GIL to each other thousands of times a second, and pay for it in
-context switches. Measured on 2 cores: 20 threads each running eng-fra's beam search in one process finished 3.1
-searches a second at 0.46 s of CPU each (a third of it in the kernel); two at a time, 6.9 a second at 0.24 s.
+context switches: twenty threads running the model at once finish fewer passes a second than two at a time, each at
+more CPU (docs/load-test.md has the measurements).
 
 The others wait, served in the order their clicks arrived (`arrived()`, called when a run of the page starts), not
 the order they asked for a turn: a view that needs several passes (the training view's snapshots) would otherwise

@@ -20,7 +20,7 @@ EMPTY_OUTPUT = "(empty: the model ended at once)"
 
 def model_output(text: str) -> None:
     """A model's output in a box, as plain text. Not st.code: its syntax highlighter is a 1.5 MB script that the
-    browser compiled before drawing the first page's figure (0.6 s of a first visitor's wait, measured)."""
+    browser compiled before drawing the first page's figure (part of a first visitor's wait)."""
     st.container(border=True).text(text or EMPTY_OUTPUT, help=OUTPUT_HELP)
 
 

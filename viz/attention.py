@@ -24,7 +24,7 @@ def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show
     layout.width x layout.height pixels.
     """
     # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout it
-    # took three times as long, on every new input of the Attention and Training views.
+    # is several times slower, on every new input of the Attention and Training views.
     traces, axes = matrix_panel(0, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
     grid = shared_grid(1, 1, [], theme)
     del grid["annotations"]  # no panel title

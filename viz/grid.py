@@ -40,7 +40,7 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     blocked = check_blocked(blocked, stack.shape[2:]) if show_masks else {}
     cmin, cmax = value_range(stack, fixed_scale)
     # Built as one dict and validated once by go.Figure: through make_subplots, add_trace and update_layout the same
-    # figure took 0.8 s (plotly.py re-validates at every step), ten times as long.
+    # figure is many times slower (plotly.py re-validates at every step).
     traces = []
     hover_layer = stack.size <= HOVER_CELLS
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
@@ -79,7 +79,7 @@ def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixe
     # constrained already; with shared y axes only the first column's axes are unmatched, so only that column
     # was locked and shrank to a fraction of the others' width. No panel keeps square pixels; all fill their cell.
     # showgrid=False: the opaque images hide the grid, which Plotly.js would still draw as one path per tick (at 256
-    # tokens and 6 x 8 heads, 25,000 paths: half the figure's drawing time in Chromium).
+    # tokens and 6 x 8 heads, 25,000 paths that Chromium spends much of the figure's drawing time on).
     q_len, k_len = stack.shape[2:]
     axes = {}
     for index in range(layers * heads):

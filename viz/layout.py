@@ -129,7 +129,7 @@ def grid_layout(theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="
         row, col = divmod(index, cols)
         x_name, y_name = (f"{letter}axis{index + 1 if index else ''}" for letter in "xy")  # make_subplots' names
         # automargin=False: the margins above already hold the labels, and with it Plotly.js measures every
-        # label of every axis (0.7 s at 256 tokens and 48 panels); the browser tests check that none is cut.
+        # label of every axis (slow at 256 tokens and 48 panels); the browser tests check that none is cut.
         layout[x_name] = dict(domain=[_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)],
                               tickfont=dict(size=font), tickangle=x_angle, automargin=False)
         layout[y_name] = dict(domain=[_fraction(plot_h - top[row] - panel_h, plot_h),

@@ -3,8 +3,8 @@
 A palette PNG stores one byte per cell; that keeps 48 heads of 256 x 256 tokens within a few MB of figure JSON,
 where one SVG cell per value would not. Plain numpy and zlib: no imaging library is needed. Pillow writes the same
 images (`P` mode, compress_level=1, about 0.5 % fewer bytes) but took longer for 48 panels of 256 x 256, measured
-side by side in one run (median of 5 to 7): 288 ms against 250 ms on spread-out attention, 95 ms against 55 ms on
-peaked attention, as trained heads mostly are.
+side by side, on spread-out attention and more so on peaked attention, as trained heads mostly are
+(docs/performance.md).
 """
 import base64
 import struct
@@ -13,8 +13,8 @@ import zlib
 import numpy as np
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# zlib's fastest level: on 48 panels of 256 x 256 attention it compresses 6x faster than the default 6 (30 ms
-# instead of 190 ms) for about a quarter more bytes, and a new input waits for the compression, not for the bytes.
+# zlib's fastest level: on 48 panels of 256 x 256 attention it compresses several times faster than the default 6
+# for about a quarter more bytes, and a new input waits for the compression, not for the bytes.
 ZLIB_LEVEL = 1
 
 

@@ -64,8 +64,8 @@ class Theme:
     @property
     def template(self) -> dict:
         """Plotly's plotly_white or plotly_dark (a copy), less its axis titles' standoff: with a standoff Plotly.js
-        measures every tick label of every axis to place the axis's title, titled or not (0.7 s of drawing a
-        48-panel model view at 256 tokens in the browser). Without it, titles sit beyond the labels as they do
+        measures every tick label of every axis to place the axis's title, titled or not (slow for a 48-panel model
+        view at 256 tokens; docs/performance.md). Without it, titles sit beyond the labels as they do
         in Plotly's own default."""
         return copy.deepcopy(_template("plotly_dark" if self.dark else "plotly_white"))
 
@@ -118,7 +118,7 @@ def theme_layout(theme: Theme, title: str = "") -> dict:
 
 def merged(base: dict, *updates: dict) -> dict:
     """`base` updated by each of `updates` in turn, nested dicts merged key by key (as Figure.update_layout does,
-    without its cost: building a 48-panel figure through it took ten times as long as validating the result once)."""
+    without its cost: building a 48-panel figure through it is much slower than validating the result once)."""
     result = dict(base)
     for update in updates:
         for key, value in update.items():

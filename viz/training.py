@@ -23,7 +23,7 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     cols = max(1, min(columns, len(snapshots), fitting))
     rows = math.ceil(len(snapshots) / cols)
     # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout
-    # the same figure took four times as long, on every new input of the Training view.
+    # the same figure is several times slower, on every new input of the Training view.
     traces, axes = [], {}
     for index, (_, weights) in enumerate(snapshots):
         panel_traces, panel_axes = matrix_panel(index, weights, q_tokens, k_tokens, blocked=blocked,
