@@ -82,9 +82,9 @@ def beam_tree_figure(pieces, parents, scores, kept, chosen, *, selected: int | N
     edges = {True: ([], []), False: ([], [])}  # key: on the chosen path
     for node in shown:
         parent = parents[node]
-        if parent >= 0 and depth[parent] in window:
+        if parent >= 0 and depth[parent] in window:  # from the end of the parent's label, never across it
             xs, ys = edges[node in on_path and parent in on_path]
-            xs += [x[parent], x[node], None]
+            xs += [x[parent] + MARKER_PX / 2 + text_px(labels[parent], font) + 4, x[node], None]
             ys += [row[parent], row[node], None]
     data = [dict(type="scatter", x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                  line=dict(color=CHOSEN if path else PRUNED[theme.dark], width=theme.line_width * (2 if path else 0.5)))

@@ -131,7 +131,7 @@ def render(page: Page) -> None:
     if mode == "sampling":
         temperature, top_k, top_p, seed = sampling
         shaped = once(viz.distribution_figure, steps.shaped_pieces[step], steps.shaped[step], steps.drawn[step],
-                      title=f"Step {step}: the next piece's probabilities", width_px=CONTENT_PX[page.lecture],
+                      title=f"Step {step}: the next piece's probability", width_px=CONTENT_PX[page.lecture],
                       theme=page.theme)
     side = TABLE_PX[page.lecture] if shaped is None else int(shaped.layout.width)
     left, right = side_by_side(page, [int(fig.layout.width), side])
