@@ -315,6 +315,59 @@ def test_the_decoding_view_stops_where_the_sidebars_output_does(app, tiny_checkp
     assert any(f"stopped it after {pieces} pieces" in warning.value for warning in at.warning)
 
 
+
+def chart_titled(at: AppTest, start: str) -> dict:
+    return next(spec for spec in (json.loads(chart.proto.spec) for chart in charts(at))
+                if spec["layout"]["title"]["text"].startswith(start))
+
+
+def step_caption(at: AppTest) -> str:
+    return next(text.value for text in at.text if text.value.startswith("Step "))
+
+
+def test_sampling_through_a_link_draws_the_same_pieces_again(app):
+    link = dict(view="decoding", text="step99", step_mode="sampling", temperature="1.5", top_k="8", top_p="0.9",
+                seed="7", step="2")
+    at = ok(app(**link))
+    assert at.slider(key="temperature").value == 1.5 and at.number_input(key="top_k").value == 8
+    assert at.slider(key="top_p").value == 0.9 and at.number_input(key="seed").value == 7
+    shaped = chart_titled(at, "Step 2: the next piece")
+    bars = [trace for trace in shaped["data"] if trace["type"] == "bar"]
+    assert [trace["name"] for trace in bars] == ["model", "after temperature", "after top-k / top-p (drawn from)"]
+    assert sum(bars[2]["x"]) == pytest.approx(1.0, abs=1e-6)  # what is drawn from, the other pieces' bin included
+    assert sum(1 for label in shaped["layout"]["yaxis"]["ticktext"] if label.endswith("← drawn")) == 1
+    assert {name: at.query_params[name] for name in ("step_mode", "temperature", "top_k", "top_p", "seed")} == {
+        "step_mode": "sampling", "temperature": "1.5", "top_k": "8", "top_p": "0.9", "seed": "7"}
+    again = ok(app(**link))  # a student opening the same link sees the same sample
+    assert step_caption(again) == step_caption(at)
+    at.number_input(key="seed").set_value(8).run()
+    assert ok(at).query_params["seed"] == "8"
+    greedy = step_caption(ok(app(view="decoding", text="step99", step="2")))
+    assert step_caption(ok(app(**{**link, "temperature": "0"}))) == greedy  # temperature 0: greedy
+    assert step_caption(ok(app(**{**link, "top_k": "1"}))) == greedy
+
+
+def test_the_beam_tree_opens_each_hypothesis_in_its_steps_cross_attention(app):
+    at = ok(app(view="decoding", text="abc12", step_mode="tree", tree_beam="3"))
+    tree = chart_titled(at, "Beam tree")
+    nodes = {point for trace in tree["data"] if trace["mode"] == "markers+text" for point in trace["customdata"]}
+    chosen = next(trace for trace in tree["data"] if trace.get("name") == "chosen path")
+    best = at.selectbox(key="node").value
+    assert best == max(chosen["customdata"]) and best in nodes  # the hypothesis beam search returns opens first
+    expected = transformer.load_checkpoint(ui.passes.checkpoints_dir() / LOADABLE[0]).translate("abc12", beam_size=3)
+    assert [label.split(" ")[0] for label in chosen["text"]][1:] == [viz.safe_label(piece)
+                                                                    for piece in expected.output_tokens]
+    assert "pruned" in {trace.get("name") for trace in tree["data"]}
+    assert chart_titled(at, "Step ")  # the step that made it: its cross-attention
+    pruned = next(index for index in range(len(at.selectbox(key="node").options))
+                  if at.selectbox(key="node").options[index].endswith("pruned"))
+    at.selectbox(key="node").set_value(pruned).run()
+    assert ok(at).query_params["node"] == str(pruned)
+    reopened = ok(app(view="decoding", text="abc12", step_mode="tree", tree_beam="3", node=str(pruned)))
+    assert step_caption(reopened) == step_caption(at) and "pruned" in at.selectbox(key="node").options[pruned]
+    at.selectbox(key="node").set_value(0).run()
+    assert "root" in ok(at).info[0].value
+
 @pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "training", "headview"])
 def test_the_word_switch_merges_pieces_into_words(app, view):
     """On the tiny checkpoint every piece is a word of its own or not; the axes at word level are viz.word_labels
@@ -476,6 +529,13 @@ BAD_LINKS = {
     "beam-too-wide": ({"decoding": "beam", "beam": "99"}, "slider", "beam", 4),
     "beam-of-one": ({"decoding": "beam", "beam": "1"}, "slider", "beam", 4),
     "unknown-image-format": ({"image": "gif"}, "segmented_control", "image", "png"),
+    "unknown-step-mode": ({"view": "decoding", "step_mode": "beam"}, "segmented_control", "step_mode", "greedy"),
+    "temperature-not-a-number": ({"view": "decoding", "step_mode": "sampling", "temperature": "nan"}, "slider",
+                                 "temperature", 1.0),
+    "top-k-past-the-vocabulary": ({"view": "decoding", "step_mode": "sampling", "top_k": "99999"}, "number_input",
+                                  "top_k", 0),
+    "tree-too-wide": ({"view": "decoding", "step_mode": "tree", "tree_beam": "64"}, "segmented_control",
+                      "tree_beam", 4),
     "padding-past-max-len": ({"pad_src": "999"}, "slider", "pad_src", 0),
     "negative-padding": ({"pad_tgt": "-1"}, "slider", "pad_tgt", 0),
     "unknown-comparison": ({"view": "compare", "compare": "everything"}, "segmented_control", "compare", "heads"),
@@ -593,7 +653,8 @@ def full_link(checkpoints: Path) -> dict[str, str]:
     return {"checkpoint": LOADABLE[1], "text": "link7", "view": "attention", "kind": "encoder.self", "layer": "0",
             "head": "2", "average": "1", "masks": "0", "stages": "1", "values": "1", "own_scale": "1",
             "decoding": "beam", "beam": "3", "pad_src": "2", "pad_tgt": "1", "lecture": "1", "dark": "1",
-            "image": "svg", "step": "1", "compare": "snapshots", "layer_b": "0", "head_b": "3",
+            "image": "svg", "step": "1", "step_mode": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9",
+            "seed": "3", "tree_beam": "3", "node": "1", "compare": "snapshots", "layer_b": "0", "head_b": "3",
             "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
             "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",

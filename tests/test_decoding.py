@@ -7,9 +7,13 @@ import random
 import pytest
 import torch
 
-from helpers import BOS, EOS, PAD, TINY_LENGTHS, count_calls, random_batch, small_model
+import numpy as np
+from scipy.stats import chisquare
+
+from helpers import BOS, EOS, PAD, ROOT, TINY_LENGTHS, count_calls, random_batch, small_model
 from transformer import capture, load_checkpoint
-from transformer.decoding import PromptLookup, beam_search, decode_steps, greedy
+from transformer.decoding import (PromptLookup, Sampling, beam_search, beam_tree, decode_steps, greedy,
+                                 shape_distribution)
 from transformer.tasks import REVERSE_ALPHABET
 
 
@@ -396,3 +400,136 @@ def test_the_shortest_limit_still_generates_one_token(peaked_model):
     with pytest.raises(ValueError, match="at least 2"):
         greedy(peaked_model, src, max_len=1)  # no room for a token: refused, not clamped
     assert beam_search(peaked_model, src, beam_size=2, max_len=2).shape == (2, 2)
+
+
+# ---------------------------------------------------------------------------------------------- sampling
+
+
+def sampled(model, src, max_len: int, **settings) -> list[int]:
+    return [step.token_id for step in decode_steps(model, src, max_len, sampling=Sampling(**settings))]
+
+
+def greedy_tokens(model, src, max_len: int) -> list[int]:
+    return [token for token in greedy(model, src, max_len)[0].tolist()[1:] if token != PAD]
+
+
+def test_the_distribution_is_shaped_as_computed_by_hand():
+    probs = torch.tensor([0.05, 0.5, 0.15, 0.3])
+    tempered, truncated = shape_distribution(probs.log(), Sampling(temperature=2.0, top_k=3, top_p=0.7))
+    by_hand = probs.sqrt() / probs.sqrt().sum()  # p ** (1 / 2), renormalised: 0.1271, 0.4019, 0.2201, 0.3113 (+/-)
+    torch.testing.assert_close(tempered, by_hand)
+    # top_k 3 drops 0.05; of the other three, renormalised, 0.43 + 0.33 reach 0.7: the third is dropped
+    kept = torch.tensor([0.0, by_hand[1], 0.0, by_hand[3]])
+    torch.testing.assert_close(truncated, kept / kept.sum())
+    _, exact = shape_distribution(torch.tensor([0.5, 0.3, 0.2]).log(), Sampling(top_p=0.8))
+    torch.testing.assert_close(exact, torch.tensor([0.625, 0.375, 0.0]))  # 0.5 + 0.3 reach 0.8: no third piece
+    tempered, truncated = shape_distribution(probs.log(), Sampling(temperature=0))
+    assert tempered.tolist() == truncated.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("settings", [dict(temperature=-1.0), dict(temperature=1e9), dict(top_k=-1), dict(top_k=1.5),
+                                      dict(top_p=0.0), dict(top_p=1.5), dict(seed=-1), dict(seed=True),
+                                      dict(temperature=float("nan"))])
+def test_bad_sampling_settings_are_refused(settings):
+    with pytest.raises(ValueError, match="out of range"):
+        Sampling(**settings)
+
+
+def test_sampling_with_a_seed_draws_the_same_pieces_again(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6], [1], seed=3)
+    settings = dict(temperature=1.5, top_k=20, top_p=0.95)
+    draws = [sampled(peaked_model, src, 12, seed=seed, **settings) for seed in (7, 7, 8, 9)]
+    assert draws[0] == draws[1]
+    assert draws[0] != draws[2] or draws[0] != draws[3]  # another seed, other pieces
+    again = list(decode_steps(peaked_model, src, 12, sampling=Sampling(seed=7, **settings)))
+    assert [step.token_id for step in again] == draws[0]
+    for step in again:  # each piece was drawn from what truncation kept, and the model's own view is unchanged
+        model_probs, tempered, truncated = step.distributions
+        assert truncated[step.token_id] > 0
+        assert step.prob == pytest.approx(float(model_probs[step.token_id]))
+        torch.testing.assert_close(truncated.sum(), torch.tensor(1.0))
+        assert int((truncated > 0).sum()) <= 20
+
+
+def test_temperature_near_zero_and_top_k_of_one_are_greedy(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 4], [1, 1], seed=13)
+    for row in range(src.size(0)):
+        one = src[row:row + 1]
+        expected = greedy_tokens(peaked_model, one, 14)
+        assert sampled(peaked_model, one, 14, temperature=1e-4, seed=row) == expected
+        assert sampled(peaked_model, one, 14, top_k=1, temperature=3.0, seed=row) == expected
+        assert sampled(peaked_model, one, 14, temperature=0.0) == expected
+
+
+def test_temperature_one_and_top_p_one_draw_from_the_models_distribution():
+    """Chi-square on the rank (by the model's probability) of each drawn piece, over every step of a dozen seeded
+    samples: the expected count of rank r is the sum over steps of the r-th largest probability. A tiny random model,
+    so that no piece takes almost all the probability; its end of sentence made unlikely, so samples run long.
+    The model's distribution is over the pieces it may generate (padding and <s> never are), renormalised.
+    Drawing at temperature 1.3 or 0.8, or from the top 6 only, fails it (p < 0.005)."""
+    model = small_model(seed=4, src_vocab_size=12, tgt_vocab_size=12, d_model=16, num_heads=2, num_encoder_layers=1,
+                        num_decoder_layers=1, d_ff=32)
+    with torch.no_grad():
+        model.generator.bias[EOS] = -4.0
+    src, _ = random_batch(model.config, [5], [1])
+    observed, expected = np.zeros(12), np.zeros(12)
+    for seed in range(12):
+        for step in decode_steps(model, src, 40, sampling=Sampling(seed=seed)):
+            probs = step.distributions[0].double().numpy()
+            probs = probs / probs.sum()
+            torch.testing.assert_close(step.distributions[1].double(), torch.from_numpy(probs), atol=1e-6, rtol=0)
+            order = np.argsort(-probs, kind="stable")
+            observed[np.flatnonzero(order == step.token_id)[0]] += 1
+            expected += probs[order]
+    assert observed.sum() > 400
+    rare = expected < 5  # the least likely ranks, pooled into one bin
+    observed = np.append(observed[~rare], observed[rare].sum())
+    expected = np.append(expected[~rare], expected[rare].sum())
+    assert chisquare(observed, expected * observed.sum() / expected.sum()).pvalue > 0.01
+
+
+# ---------------------------------------------------------------------------------------------- the beam tree
+
+
+def check_tree(tree, beam_size: int) -> None:
+    """Every step keeps at most beam_size hypotheses, each kept new one outranking every pruned one; pruned ones are
+    never extended; the best is in the last beam."""
+    for depth in range(1, len(tree.beams) + 1):
+        new = [node for node in tree.nodes if node.depth == depth]
+        kept = [node.rank for node in new if node.kept]
+        pruned = [node.rank for node in new if not node.kept]
+        assert kept and len(tree.beams[depth - 1]) <= beam_size
+        assert not pruned or min(kept) >= max(pruned)
+    assert all(tree.nodes[node.parent].kept for node in tree.nodes[1:])
+    assert tree.best in tree.beams[-1]
+    assert tree.path(tree.best)[0] == 0 and [tree.nodes[i].depth for i in tree.path(tree.best)] == list(
+        range(tree.nodes[tree.best].depth + 1))
+
+
+def test_the_beam_trees_best_is_beam_search_and_its_scores_are_the_models(peaked_model):
+    src, _ = random_batch(peaked_model.config, [6, 4], [1, 1], seed=5)
+    for row, (length_penalty, coverage_penalty) in enumerate([(0.6, 0.0), (1.0, 0.4)]):
+        one = src[row:row + 1]
+        tree = beam_tree(peaked_model, one, 3, 10, length_penalty, coverage_penalty=coverage_penalty)
+        check_tree(tree, 3)
+        best = beam_search(peaked_model, one, 3, 10, length_penalty, coverage_penalty=coverage_penalty)[0]
+        assert list(tree.nodes[tree.best].tokens) == unpadded(best)
+        for node in tree.nodes[1:]:  # every hypothesis's score, the model's log-probability of its pieces
+            assert node.log_prob == pytest.approx(sequence_log_prob(peaked_model, one, node.tokens), abs=1e-4)
+    with pytest.raises(ValueError, match="one input"):
+        beam_tree(peaked_model, src, 3, 10)
+
+
+@pytest.mark.parametrize("name", ["reverse", "dates", "eng-fra"])
+def test_the_beam_trees_best_is_beam_search_on_the_shipped_checkpoints(name):
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / name)
+    penalties = dict(length_penalty=checkpoint.card.decoding.get("length_penalty", 0.6),
+                     coverage_penalty=checkpoint.card.decoding.get("coverage_penalty", 0.0))
+    for text in checkpoint.card.examples[:2]:
+        src = torch.tensor([checkpoint.translate(text).src_ids])
+        limit = 2 * src.size(1) + 10
+        for beam_size in (2, 4, 8):
+            tree = beam_tree(checkpoint.model, src, beam_size, limit, **penalties)
+            check_tree(tree, beam_size)
+            expected = unpadded(beam_search(checkpoint.model, src, beam_size, limit, **penalties)[0])
+            assert list(tree.nodes[tree.best].tokens) == expected, (text, beam_size)

@@ -3,7 +3,7 @@ from .capture import ablate, capture, patch
 from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, Translation, checkpoint_folders,
                          checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
 from .config import TransformerConfig
-from .decoding import Step, beam_search, decode_steps, greedy
+from .decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
 from .device import atlas_device, model_device
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
@@ -19,9 +19,12 @@ __all__ = [
     "FolderStatus",
     "HookPoint",
     "ModelCard",
+    "BeamTree",
+    "Sampling",
     "Step",
     "Translation",
     "beam_search",
+    "beam_tree",
     "checkpoint_folders",
     "checkpoint_status",
     "checkpoint_version",

@@ -13,7 +13,7 @@ the cache also feeds guesses of the next tokens in the same call and keeps those
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -191,6 +191,29 @@ def beam_search(
     The search stops when every beam has finished, at max_len, or as soon as no active hypothesis can end better
     than each input's best finished one (`settled`): the same tokens as running on, in fewer steps.
     """
+    tokens, final = search_beams(model, src, beam_size, max_len, length_penalty, use_cache, coverage_penalty)
+    best = final.argmax(dim=-1)  # (batch,)
+    return tokens[torch.arange(src.size(0)), best]
+
+
+@dataclass(frozen=True)
+class BeamStep:
+    """What one step of beam search saw and chose, as `search_beams` hands it to its observer."""
+
+    tokens: torch.Tensor  # (batch * beam, length) the hypotheses the step extended, BOS first
+    done: torch.Tensor  # (batch * beam,) which of them had finished (they only extend with free padding)
+    candidates: torch.Tensor  # (batch, beam, vocab) summed log-probability of each hypothesis + each piece
+    coverage: torch.Tensor  # (batch * beam,) β x coverage_term after this step's query row (0 without β)
+    chosen: torch.Tensor  # (batch, beam) indices into each input's (beam x vocab) candidates: the new beam
+
+
+@torch.no_grad()
+def search_beams(
+    model: Transformer, src: torch.Tensor, beam_size: int, max_len: int | None, length_penalty: float,
+    use_cache: bool, coverage_penalty: float, observe: Callable[[BeamStep], None] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Beam search (see beam_search): the last beam of every input, (batch, beam, length), and the final score of
+    each of its hypotheses, (batch, beam). `observe` is called with every step's BeamStep (beam_tree records them)."""
     check_beam_size(beam_size)
     check_coverage_penalty(coverage_penalty)
     config, max_len = model.config, _limit(model, max_len)
@@ -219,13 +242,15 @@ def beam_search(
         log_probs[done] = float("-inf")
         log_probs[done, config.pad_id] = 0.0  # a finished hypothesis only extends with free padding
         candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size, vocab)
-        ranks = candidates
+        ranks, penalty = candidates, coverage.new_zeros(batch * beam_size)
         if coverage_penalty:
             step = record[last_cross][:, :, -1].mean(dim=1)  # (batch * beam, src_len) this step's query, heads averaged
             coverage = coverage + step * ~done[:, None]  # a finished hypothesis runs no more rows of its own
             penalty = coverage_penalty * coverage_term(coverage, src_real)  # (batch * beam,)
             ranks = candidates + penalty.view(batch, beam_size, 1)
         flat = ranks.view(batch, -1).topk(beam_size, dim=-1).indices  # (batch, beam)
+        if observe is not None:
+            observe(BeamStep(tokens, done, candidates, penalty, flat))
         scores = candidates.view(batch, -1).gather(1, flat)
         origin = (first_beam + flat // vocab).view(-1)  # (batch * beam) row each new hypothesis extends
         next_token = (flat % vocab).view(-1)
@@ -237,8 +262,7 @@ def beam_search(
         if length_penalty >= 0 and bool(done.any()) and settled(scores, final_scores(), done.view(batch, beam_size),
                                                                 ((5.0 + max_len - 1) / 6.0) ** length_penalty):
             break
-    best = final_scores().argmax(dim=-1)  # (batch,)
-    return tokens.view(batch, beam_size, -1)[torch.arange(batch), best]
+    return tokens.view(batch, beam_size, -1), final_scores()
 
 
 def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longest_penalty: float) -> bool:
@@ -256,22 +280,150 @@ def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longe
 
 
 @dataclass(frozen=True)
+class BeamNode:
+    """One hypothesis of a beam tree: its pieces, its scores, and whether it made the beam."""
+
+    tokens: tuple[int, ...]  # BOS first; the last is the piece its step added
+    parent: int  # index of the hypothesis it extends in BeamTree.nodes (-1: the root, BOS alone)
+    log_prob: float  # summed log-probability of its pieces
+    rank: float  # what it competed on in the search: log_prob plus the coverage part
+    final: float  # what the final choice compares: log_prob / length penalty plus the coverage part
+    kept: bool  # made the beam at its step; False: pruned there (never extended)
+
+    @property
+    def depth(self) -> int:
+        """The step that added its last piece, counted from 1 (0: the root)."""
+        return len(self.tokens) - 1
+
+
+@dataclass(frozen=True)
+class BeamTree:
+    """Every hypothesis beam search considered for one input: at each step the `beam_size` best extensions of each
+    hypothesis in the beam (no other can make the beam), those kept and those pruned, and the chosen one."""
+
+    nodes: tuple[BeamNode, ...]  # the root first, then step by step, each step's in the order of their parents
+    beams: tuple[tuple[int, ...], ...]  # the hypotheses in the beam after each step (a finished one stays in it)
+    best: int  # the hypothesis beam_search returns
+
+    def path(self, node: int) -> list[int]:
+        """The hypotheses from the root to `node`, the root first."""
+        path = [node]
+        while self.nodes[path[-1]].parent >= 0:
+            path.append(self.nodes[path[-1]].parent)
+        return path[::-1]
+
+
+@torch.no_grad()
+def beam_tree(
+    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | None = None, length_penalty: float = 0.6,
+    use_cache: bool = True, coverage_penalty: float = 0.0,
+) -> BeamTree:
+    """beam_search of one input (1, src_len), recording every hypothesis of every step. Its best hypothesis is the
+    one beam_search returns: the same search, observed. Each step adds, for every unfinished hypothesis in the beam,
+    its `beam_size` most likely extensions (one of them outranks each extension left out, so none of those could
+    have made the beam); the beam_size best of all of them are kept, the others pruned."""
+    if src.size(0) != 1:
+        raise ValueError(f"beam_tree reads one input, got a batch of {src.size(0)}")
+    config = model.config
+    nodes = [BeamNode((config.bos_id,), -1, 0.0, 0.0, 0.0, True)]
+    in_row: list[int | None] = [0] + [None] * (beam_size - 1)  # the node each row of the beam holds (None: unused)
+    beams: list[tuple[int, ...]] = []
+
+    def record(step: BeamStep) -> None:
+        candidates, chosen = step.candidates[0].cpu(), step.chosen[0].cpu().tolist()  # (beam, vocab), (beam,)
+        vocab, length = candidates.size(1), step.tokens.size(1)  # the new pieces are the length-th generated
+        divisor = ((5.0 + length) / 6.0) ** length_penalty
+        made: dict[int, int] = {}  # flat index (row x vocab + piece) -> node
+        for row, node in enumerate(in_row):
+            if node is None or bool(step.done[row]):
+                continue
+            coverage = float(step.coverage[row])
+            pieces = candidates[row].topk(min(beam_size, vocab)).indices.tolist()
+            pieces += [index % vocab for index in chosen if index // vocab == row and index % vocab not in pieces]
+            for piece in sorted(pieces, key=lambda piece: -float(candidates[row, piece])):
+                log_prob = float(candidates[row, piece])
+                if log_prob == float("-inf"):
+                    continue
+                made[row * vocab + piece] = len(nodes)
+                nodes.append(BeamNode(nodes[node].tokens + (piece,), node, log_prob, log_prob + coverage,
+                                      log_prob / divisor + coverage, row * vocab + piece in chosen))
+        # A finished hypothesis stays in the beam as itself, extended by padding.
+        in_row[:] = [in_row[index // vocab] if bool(step.done[index // vocab]) else made.get(index)
+                     for index in chosen]
+        beams.append(tuple(node for node in in_row if node is not None))
+
+    _, final = search_beams(model, src, beam_size, max_len, length_penalty, use_cache, coverage_penalty, record)
+    best = in_row[int(final[0].argmax())]
+    return BeamTree(tuple(nodes), tuple(beams), best)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How each step picks its piece from the model's distribution p: p ** (1 / temperature), renormalised; then
+    only the top_k most likely pieces, and of those the fewest whose probabilities add up to top_p; then a draw
+    from what is left, by a generator seeded with `seed` (the same seed draws the same pieces)."""
+
+    temperature: float = 1.0  # 0: always the most likely piece (greedy); below 1 sharper, above 1 flatter
+    top_k: int = 0  # 0: no limit
+    top_p: float = 1.0  # 1: no limit
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        checks = (("temperature", self.temperature, lambda t: 0 <= t <= MAX_TEMPERATURE),
+                  ("top_k", self.top_k, lambda k: isinstance(k, int) and k >= 0),
+                  ("top_p", self.top_p, lambda p: 0 < p <= 1),
+                  ("seed", self.seed, lambda seed: isinstance(seed, int) and 0 <= seed < 2 ** 63))
+        for name, value, fits in checks:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not fits(value):
+                raise ValueError(f"{name} is out of range: {value!r:.40} (see Sampling)")
+
+
+MAX_TEMPERATURE = 100.0  # p ** (1 / 100) is all but uniform already
+GREEDY = Sampling(temperature=0.0)
+
+
+def shape_distribution(log_probs: torch.Tensor, sampling: Sampling) -> tuple[torch.Tensor, torch.Tensor]:
+    """(vocab,) log-probabilities -> (vocab,) probabilities after temperature, and (vocab,) after truncation by
+    top-k and top-p (what the piece is drawn from). Temperature 0 puts all the probability on the most likely."""
+    if sampling.temperature == 0:
+        tempered = torch.zeros_like(log_probs)
+        tempered[log_probs.argmax()] = 1.0
+    else:
+        tempered = (log_probs / sampling.temperature).softmax(dim=-1)
+    order = tempered.argsort(descending=True, stable=True)
+    ranked = tempered[order]  # (vocab,) most likely first
+    keep = torch.ones_like(ranked, dtype=torch.bool)
+    if sampling.top_k:
+        keep[sampling.top_k:] = False
+    if sampling.top_p < 1:
+        within = torch.where(keep, ranked, 0.0)
+        within = within / within.sum()
+        keep &= within.cumsum(dim=-1) - within < sampling.top_p  # the probability before each is still short of p
+    truncated = torch.zeros_like(tempered)
+    truncated[order[keep]] = ranked[keep]
+    return tempered, truncated / truncated.sum()
+
+
+@dataclass(frozen=True)
 class Step:
     """One step of generation, as the decoding view shows it."""
 
     index: int  # 0 for the first generated token
     prefix: list[int]  # decoder input that produced this token, BOS first
-    token_id: int  # the token chosen (greedily)
-    prob: float  # its probability
-    top: list[tuple[int, float]]  # the most likely candidates at this step, best first
+    token_id: int  # the token chosen (the most likely, or drawn)
+    prob: float  # its probability by the model
+    top: list[tuple[int, float]]  # the most likely candidates at this step by the model, best first
     cross_attention: torch.Tensor  # (layers, heads, src_len) this step's query row of every cross-attention head
+    distributions: torch.Tensor  # (3, vocab) the model's probabilities, after temperature, after truncation
 
 
 @torch.no_grad()
 def decode_steps(
-    model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5, use_cache: bool = True
+    model: Transformer, src: torch.Tensor, max_len: int | None = None, top_k: int = 5, use_cache: bool = True,
+    sampling: Sampling = GREEDY,
 ) -> Iterator[Step]:
-    """Greedy decoding of one input (1, src_len), yielding each step with its cross-attention."""
+    """Decoding of one input (1, src_len), yielding each step with its cross-attention: greedy, or drawing each
+    piece as `sampling` says (on the CPU, so that a seed draws the same pieces on every device)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r:.40}")
     config, max_len = model.config, _limit(model, max_len)
@@ -279,19 +431,23 @@ def decode_steps(
     prefix = [config.bos_id]
     cross_keys = [f"decoder.{i}.cross" for i in range(config.num_decoder_layers)]
     cache = new_cache(model, use_cache)
+    generator = torch.Generator().manual_seed(sampling.seed)
     while len(prefix) < max_len:
         with capture(model, cross_keys) as record:
-            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src, cache)[0, -1]
+            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src, cache)[0, -1].cpu()
         probs = log_probs.exp()
         top = probs.topk(min(top_k, probs.numel()))
-        token_id = int(top.indices[0])
+        tempered, truncated = shape_distribution(log_probs, sampling)
+        token_id = (int(log_probs.argmax()) if sampling.temperature == 0 else
+                    int(torch.multinomial(truncated, 1, generator=generator)))
         yield Step(
             index=len(prefix) - 1,
             prefix=list(prefix),
             token_id=token_id,
-            prob=float(top.values[0]),
+            prob=float(probs[token_id]),
             top=[(int(i), float(p)) for i, p in zip(top.indices, top.values)],
             cross_attention=record.stack("decoder.cross")[:, :, -1].cpu(),  # (layers, heads, src_len)
+            distributions=torch.stack([probs, tempered, truncated]),  # (3, vocab)
         )
         prefix.append(token_id)
         if token_id == config.eos_id:

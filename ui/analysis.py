@@ -131,10 +131,31 @@ class Analysis:
 
 @dataclass(frozen=True)
 class DecodingSteps:
-    """Greedy generation one token at a time."""
+    """Generation one token at a time: greedy, or sampled."""
 
     src_tokens: tuple[str, ...]
     prefix_tokens: tuple[str, ...]  # the decoder input of the last step: <s> and every piece before the last
     top: tuple[tuple[tuple[str, float], ...], ...]  # per step: its most likely next pieces and their probabilities
     cross: np.ndarray  # (layers, heads, steps, src_len): each step's cross-attention row
     decoder_self: np.ndarray  # (layers, heads, steps, steps): row t is what step t computed (the decoder is causal)
+    # Per step: the pieces whose probabilities `shaped` holds (most likely first, then the one drawn if it is not
+    # among them, then all the others as one), (3, pieces) by the model, after temperature, after truncation.
+    shaped_pieces: tuple[tuple[str, ...], ...] = ()
+    shaped: tuple[np.ndarray, ...] = ()
+    drawn: tuple[int, ...] = ()  # per step: the index in shaped_pieces of the piece taken
+
+
+@dataclass(frozen=True)
+class BeamTreeView:
+    """Every hypothesis of a beam search of one input (transformer.BeamTree), as the decoding view draws it."""
+
+    src_tokens: tuple[str, ...]
+    pieces: tuple[str, ...]  # each hypothesis's last piece (the root's is <s>)
+    prefixes: tuple[tuple[int, ...], ...]  # each hypothesis's decoder input: its ids but the last (the root: none)
+    parents: tuple[int, ...]  # -1 for the root
+    log_probs: tuple[float, ...]
+    finals: tuple[float, ...]
+    kept: tuple[bool, ...]
+    best: int
+    chosen: tuple[int, ...]  # the path to `best`, root first
+    texts: tuple[str, ...]  # each hypothesis's pieces joined, for the node picker

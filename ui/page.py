@@ -10,7 +10,7 @@ import pandas as pd
 import viz
 
 from . import passes
-from .analysis import Analysis, Attention, DecodingSteps, Unavailable
+from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable
 from .state import FINAL
 
 
@@ -67,10 +67,22 @@ class Page:
         return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
                                      ablated, mode)
 
-    def decoding(self) -> DecodingSteps:
-        """Greedy decoding of this input's source, step by step (padding left out)."""
-        source = tuple(i for i in self.analysis.src_ids if i != self.analysis.pad_id)
-        return passes.decoding_steps(self.path, self.version, source)
+    def source_ids(self) -> tuple[int, ...]:
+        return tuple(i for i in self.analysis.src_ids if i != self.analysis.pad_id)
+
+    def decoding(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> DecodingSteps:
+        """This input's source (padding left out) decoded step by step: greedy, or sampled with these settings."""
+        return passes.decoding_steps(self.path, self.version, self.source_ids(), temperature, top_k, top_p, seed)
+
+    def beam_tree(self, beam_size: int) -> BeamTreeView:
+        """Beam search of this input's source with every hypothesis recorded, the card's penalties applied."""
+        return passes.beam_tree_view(self.path, self.version, self.source_ids(), beam_size)
+
+    def step_cross(self, prefix: tuple[int, ...]) -> np.ndarray:
+        """(layers, heads, src_len) the cross-attention of the step that reads the decoder input `prefix` (<s> first)
+        over this input's source: one teacher-forced pass, its last query row."""
+        attention = passes.teacher_forced(self.path, self.version, FINAL, self.source_ids(), tuple(prefix))
+        return attention.stack("decoder.cross")[:, :, -1]
 
     def positional_table(self, side: str) -> np.ndarray:
         return passes.positional_table(self.path, self.version, side)

@@ -24,22 +24,23 @@ import streamlit as st
 import torch
 
 from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
-                         checkpoint_folders, checkpoint_version, decode_steps, load_checkpoint, model_device,
+                         checkpoint_folders, checkpoint_version, decode_steps, beam_tree, load_checkpoint, model_device,
                          resolve_checkpoint)
 from transformer import attribution, corpus
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
-from transformer.decoding import output_limit
+from transformer.decoding import Sampling, output_limit
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
 from . import turns
-from .analysis import Analysis, Attention, DecodingSteps, KindAttention, Unavailable, read_only
+from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
 from .shared import shared_pass
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
+SHAPED_PIECES = 10  # pieces whose probabilities a sampled step shows before and after temperature and truncation
 
 
 def model_turn():
@@ -247,20 +248,65 @@ def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int)
 
 
 @shared_pass("Decoding step by step…")
-def decoding_steps(path: str, version: int, src_ids: tuple) -> DecodingSteps:
-    """Greedy generation of the source `src_ids`, one token at a time, to the length the sidebar's decoding stops at."""
+def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float = 0.0, top_k: int = 0,
+                   top_p: float = 1.0, seed: int = 0) -> DecodingSteps:
+    """Generation of the source `src_ids`, one token at a time, to the length the sidebar's decoding stops at:
+    greedy (temperature 0), or sampled with these settings (transformer.Sampling)."""
     checkpoint = load(path, version).checkpoint
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
+    sampling = Sampling(temperature, top_k, top_p, seed)
     with model_turn():
-        steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES))
+        steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
+                                  sampling=sampling))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces
+    shown = [shaped_pieces(step.distributions, step.token_id) for step in steps]
     return DecodingSteps(
         src_tokens=tuple(checkpoint.src_tokenizer.pieces(src_ids)),
         prefix_tokens=tuple(pieces(decoder_input)),
         top=tuple(tuple(zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])) for step in steps),
         cross=read_only(np.stack([step.cross_attention.cpu().numpy() for step in steps], axis=2)),
         decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self"),
+        shaped_pieces=tuple(tuple(pieces(ids)) + (f"({others:,} other pieces)",) for ids, _, others in shown),
+        shaped=tuple(read_only(probs) for _, probs, _ in shown),
+        drawn=tuple(ids.index(step.token_id) for (ids, _, _), step in zip(shown, steps)),
+    )
+
+
+def shaped_pieces(distributions: torch.Tensor, drawn: int) -> tuple[list[int], np.ndarray, int]:
+    """The SHAPED_PIECES most likely pieces of a step (temperature keeps their order and truncation keeps the first
+    of them), and the drawn one if it is not among them: their ids, their (3, pieces + 1) probabilities, all the
+    other pieces' as the last column, and how many pieces that last column holds."""
+    ids = distributions[0].topk(min(SHAPED_PIECES, distributions.size(1))).indices.tolist()
+    if drawn not in ids:
+        ids.append(drawn)
+    probs = distributions[:, ids].double().numpy()  # (3, pieces)
+    others = (1.0 - probs.sum(axis=1)).clip(min=0.0)[:, None]  # (3, 1)
+    return ids, np.concatenate([probs, others], axis=1), distributions.size(1) - len(ids)
+
+
+@shared_pass("Searching with every hypothesis recorded…")
+def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> BeamTreeView:
+    """Beam search of the source `src_ids` as the sidebar runs it (the card's penalties, the same length limit),
+    with every hypothesis of every step recorded."""
+    checkpoint = load(path, version).checkpoint
+    source = torch.tensor([src_ids], device=model_device(checkpoint.model))
+    decoding = checkpoint.card.decoding
+    with model_turn():
+        tree = beam_tree(checkpoint.model, source, beam_size, output_limit(len(src_ids)),
+                         decoding.get("length_penalty", 0.6), coverage_penalty=decoding.get("coverage_penalty", 0.0))
+    pieces = checkpoint.tgt_tokenizer.pieces
+    return BeamTreeView(
+        src_tokens=tuple(checkpoint.src_tokenizer.pieces(src_ids)),
+        pieces=tuple(pieces([node.tokens[-1] for node in tree.nodes])),
+        prefixes=tuple(node.tokens[:-1] for node in tree.nodes),
+        parents=tuple(node.parent for node in tree.nodes),
+        log_probs=tuple(node.log_prob for node in tree.nodes),
+        finals=tuple(node.final for node in tree.nodes),
+        kept=tuple(node.kept for node in tree.nodes),
+        best=tree.best,
+        chosen=tuple(tree.path(tree.best)),
+        texts=tuple(" ".join(pieces(list(node.tokens[1:]))) for node in tree.nodes),
     )
 
 

@@ -39,6 +39,23 @@ def numbers(text: str) -> list[int]:
     return unique(int(item) for item in text.split(",") if item)
 
 
+def finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(text)
+    return value
+
+
+class Between:
+    """The numbers from low to high, as settle() checks a slider's value (it only asks `in`)."""
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def __contains__(self, value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= value <= self.high
+
+
 # Query parameter -> (parser of its text, default). Every one is also the session-state key of its widget.
 # None as default: the default depends on the checkpoint (its first example, its layers, ...), so the view gives it
 # to settle() as the fallback.
@@ -62,6 +79,13 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "dark": (flag, False),
     "image": (str, "png"),
     "step": (int, 0),
+    "step_mode": (str, "greedy"),
+    "temperature": (finite, 1.0),
+    "top_k": (int, 0),
+    "top_p": (finite, 1.0),
+    "seed": (int, 0),
+    "tree_beam": (int, None),
+    "node": (int, None),
     "compare": (str, "heads"),
     "layer_b": (int, None),
     "head_b": (int, None),

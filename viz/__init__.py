@@ -7,6 +7,7 @@ mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes 
 """
 from .attention import compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure
 from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
+from .beam_tree import beam_tree_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import model_view
@@ -15,6 +16,7 @@ from .labels import safe_label
 from .masks import mask_figure, mask_reasons
 from .positional import default_pe_dims, pe_curves, pe_heatmap, pe_similarity
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
+from .sampling import distribution_figure
 from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
 from .theme import Theme
 from .training import loss_curve, snapshots_figure
@@ -25,6 +27,7 @@ __all__ = [
     "Theme", "toolbar_config", "safe_label",
     "mask_reasons", "model_mask", "mask_figure",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
+    "beam_tree_figure", "distribution_figure",
     "model_view", "head_view", "snapshots_figure", "loss_curve",
     "merge_words", "merge_blocked", "word_labels", "produces_labels", "PRODUCES_CAPTION",
     "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
