@@ -796,6 +796,28 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch
         np.testing.assert_allclose(method, values[4] / np.abs(values[4]).max(), atol=1e-5)
 
 
+def test_a_registered_attribution_method_shows_in_the_view(app, monkeypatch):
+    """One declaration plus its function: the view draws the method, on the scale its declaration names (signed,
+    though this one's values are all positive), and describes it."""
+    def toy(inputs):
+        return np.ones((len(inputs.rows), inputs.src.size(1)))
+
+    toy_method = transformer.attribution.Method("toy", toy, signed=True, note="every source token alike.",
+                                                citation="a test")
+    monkeypatch.setitem(transformer.attribution.METHODS, "toy", toy_method)
+    ui.shared.clear()
+    at = ok(app(view="attribution", text="attr9"))
+    assert "toy: every source token alike. (a test)" in texts(at.text)
+    chosen = figure(at, 0)  # the chosen piece: method x source
+    assert chosen["layout"]["yaxis"]["ticktext"][-1] == "toy"
+    np.testing.assert_allclose(array(chosen["data"][0]["z"])[-1], 1.0)  # its row, last, over its own peak
+    at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
+    ok(at.run())
+    toy_panel = [trace for trace in figure(at, 1)["data"] if trace.get("coloraxis")][-1]
+    assert toy_panel["coloraxis"] == "coloraxis2"  # the diverging scale, as declared
+    np.testing.assert_allclose(array(toy_panel["z"]), 1.0)
+
+
 def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):
     """Every effect would be 0 up to rounding (the library's tests check it): a colour scale over that noise would
     mislead, so the view asks for an edit, draws the logit lens only and runs no patching at all."""

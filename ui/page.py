@@ -104,6 +104,8 @@ class Page:
         someone chose other decoding there."""
         return passes.translate(self.path, self.version, self.text, self.card.decoding.get("beam_size", 1))
 
+    attribution_methods = passes.ATTRIBUTION_METHODS  # name -> its declaration (signed or not, note, citation)
+
     def explained(self, row: int | None = None) -> passes.Explained:
         """Every attribution method's (rows x source) array for this input's default decoding: output `row` alone
         (one row each), or every output piece (None)."""

@@ -275,6 +275,7 @@ def positional_table(path: str, version: int, side: str) -> np.ndarray:
 # read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's decoding).
 
 README = Path(__file__).parents[1] / "README.md"
+ATTRIBUTION_METHODS = attribution.METHODS  # name -> its declaration (signed or not, note, citation)
 
 
 class Explained(NamedTuple):

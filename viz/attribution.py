@@ -22,33 +22,32 @@ def _line_px(theme: Theme) -> float:
     return 1.6 * theme.font_size
 
 
-def _is_signed(matrix) -> bool:
-    return bool(np.nanmin(matrix) < 0)
-
-
-def attribution_figure(methods, output_tokens, src_tokens, *, title="Attribution by method", theme=Theme()):
+def attribution_figure(methods, output_tokens, src_tokens, *, signed=(), title="Attribution by method",
+                       theme=Theme()):
     """Each method's (output tokens x source tokens) array as a panel, PANELS_PER_ROW panels a row.
 
-    methods: name -> (len(output_tokens), len(src_tokens)). Methods spread their shares very differently (flow
-    and rollout thinly, attention on one cell), so each panel is divided by its own peak |value|: non-negative
-    methods share a 0-to-1 colour bar, signed ones (gradients) a diverging -1-to-1 one. The hover names the peak.
+    methods: name -> (len(output_tokens), len(src_tokens)); signed: the names of the methods whose values may take
+    either sign (as declared, whatever this input's values happen to be). Methods spread their shares very
+    differently (flow and rollout thinly, attention on one cell), so each panel is divided by its own peak |value|:
+    the others share a 0-to-1 colour bar, signed ones (gradients) a diverging -1-to-1 one. The hover names the peak.
     """
     methods = {name: check_matrix(matrix, output_tokens, src_tokens, name=name) for name, matrix in methods.items()}
     if not methods:
         raise ValueError("no method to draw")
+    negative = [name for name, matrix in methods.items() if name not in signed and np.nanmin(matrix) < 0]
+    if negative:
+        raise ValueError(f"{negative[0]!r} has negative values but is not declared signed")
     cols = min(PANELS_PER_ROW, len(methods))
     rows = math.ceil(len(methods) / cols)
     fig = subplots(rows, cols, titles=list(methods), horizontal_spacing=0.25 / cols, vertical_spacing=0.3 / rows)
-    signed = False
     for index, (name, matrix) in enumerate(methods.items()):
         peak = max(float(np.nanmax(np.abs(matrix))), 1e-12)
-        axis = "coloraxis2" if _is_signed(matrix) else "coloraxis"
-        signed |= axis == "coloraxis2"
+        axis = "coloraxis2" if name in signed else "coloraxis"
         add_matrix(fig, matrix / peak, output_tokens, src_tokens, row=index // cols + 1, col=index % cols + 1,
                    colour={"coloraxis": axis}, axis_names=("output", "source"),
                    value_name=f"{name} ÷ its peak {peak:.3g}")
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "of peak")
-    if signed:
+    if set(signed) & set(methods):
         set_colour_axis(fig, "coloraxis2", DIVERGING, -1.0, 1.0, "of peak (signed)")
         fig.update_layout(coloraxis2_colorbar=dict(x=1.1, xanchor="left"))
     line = _line_px(theme)

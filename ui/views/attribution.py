@@ -12,24 +12,6 @@ from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
 
-# What each method is, in a sentence (transformer/attribution.py has the formulas).
-METHOD_NOTES = {
-    "attention_last": "cross-attention weights of the last decoder layer, heads averaged.",
-    "attention_mean": "cross-attention weights averaged over every layer and head.",
-    "value_norms": "‖Σ α·f(x)‖ of the last cross-attention layer: how far each source token's weighted value vector "
-                   "actually moves the output (Kobayashi et al. 2020), not just how much weight it gets.",
-    "rollout": "attention multiplied through every layer of all three kinds, the residual counted as half (Abnar & "
-               "Zuidema 2020).",
-    "flow": "the same graph as rollout with weights as capacities: the maximum flow from the output to each source "
-            "token (Abnar & Zuidema 2020).",
-    "alti_plus": "each token's share of every attention block's output vector (attention, residual and norm), "
-                 "rolled out over the layers (Ferrando et al. 2022).",
-    "input_x_gradient": "embedding × gradient of the output's log-probability: a one-point, signed local estimate.",
-    "integrated_gradients": "the gradient integrated from a zero embedding to the real one (Sundararajan et al. 2017); "
-                            "signed, and its row sums to the change of the log-probability.",
-}
-
-
 def table(lines: tuple[str, ...]) -> pd.DataFrame:
     """A Markdown table's lines as a DataFrame (its second line is the separator)."""
     rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
@@ -56,13 +38,15 @@ def render(page: Page) -> None:
     every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
     if overview_open:
         with every:
-            show_figure(page, once(viz.attribution_figure, chosen, outputs, src, title="Attribution by method",
-                                   theme=page.theme), "attribution-methods")
+            signed = tuple(name for name in chosen if page.attribution_methods[name].signed)
+            show_figure(page, once(viz.attribution_figure, chosen, outputs, src, signed=signed,
+                                   title="Attribution by method", theme=page.theme), "attribution-methods")
             st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each "
                        "panel is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     st.markdown("**The methods**")
     for name in chosen:
-        st.text(f"{name}: {METHOD_NOTES[name]}")
+        method = page.attribution_methods[name]
+        st.text(f"{name}: {method.note} ({method.citation})")
     lines = page.faithfulness_table()
     if lines:
         st.markdown("**How faithful each method is** (measured by `python -m transformer.faithfulness`)")
