@@ -126,9 +126,9 @@ class Page:
         return passes.patched(self.path, self.version, self.text, corrupted, position)
 
     @staticmethod
-    def faithfulness_table() -> tuple[str, ...]:
-        """The README's faithfulness table as Markdown lines (() if it has none)."""
-        return passes.faithfulness_table(passes.readme_version())
+    def faithfulness_table() -> pd.DataFrame | None:
+        """The shipped checkpoints' faithfulness table, one row per method (None if none was saved)."""
+        return passes.faithfulness_table(passes.faithfulness_version())
 
     # ------------------------------------------------------------------------------------------ heads across a corpus
 

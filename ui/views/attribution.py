@@ -1,8 +1,7 @@
 """Is attention explanation? Eight attribution methods side by side for one output piece of this input, every piece
-by every method on request, and how faithful each method was measured to be (the README's table)."""
+by every method on request, and how faithful each method was measured to be (checkpoints/faithfulness.json)."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import viz
@@ -11,12 +10,6 @@ from ui.state import settle
 from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
-
-def table(lines: tuple[str, ...]) -> pd.DataFrame:
-    """A Markdown table's lines as a DataFrame (its second line is the separator)."""
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-    return pd.DataFrame(rows[2:], columns=rows[0])
-
 
 def render(page: Page) -> None:
     decoded = page.default_translation()
@@ -47,10 +40,10 @@ def render(page: Page) -> None:
     for name in chosen:
         method = page.attribution_methods[name]
         st.text(f"{name}: {method.note} ({method.citation})")
-    lines = page.faithfulness_table()
-    if lines:
+    faithfulness = page.faithfulness_table()
+    if faithfulness is not None:
         st.markdown("**How faithful each method is** (measured by `python -m transformer.faithfulness`)")
-        st.dataframe(table(lines), hide_index=True)
+        st.dataframe(faithfulness, hide_index=True)
         st.caption("“top = true”: share of output pieces whose top-attributed source token is the true one "
                    "(reverse, dates). “drop k”: mean fall of the output piece's probability when its k "
                    "top-attributed source tokens are deleted; random deletes k random tokens.")
