@@ -26,7 +26,8 @@ from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import JOINED_PAIRS, MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
+from .data import MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
+from .recipes import JOINED_PAIRS
 from .decoding import beam_search, check_beam_size, greedy, output_limit
 from .masks import decoder_lengths
 from .device import atlas_device, model_device

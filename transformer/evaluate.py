@@ -21,7 +21,8 @@ import sacrebleu
 import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
-from .data import clause_joined_pairs, joined_pairs, read_parallel, source_ids, split_dev
+from .data import read_parallel, source_ids, split_dev
+from .recipes import clause_joined_pairs, joined_pairs
 from .decoding import beam_search, greedy, output_limit
 from .device import model_device
 from .model import Transformer
