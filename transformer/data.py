@@ -52,8 +52,8 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 
 def words(text: str) -> list[str]:
-    """The lower-cased runs of letters in `text` (normalised as above), in order, repeats included."""
-    return _WORD.findall(normalize(text).lower())
+    """The lower-cased runs of letters in normalised `text` (see normalize), in order, repeats included."""
+    return _WORD.findall(text.lower())
 
 
 def _open_text(path: str | Path) -> TextIO:
@@ -247,19 +247,36 @@ def bounded(text: str, max_len: int) -> tuple[str, bool]:
     return collapsed[:limit], len(collapsed) > limit or len(window) < len(text)
 
 
-def tokenizer_text(tokenizer: Tokenizer, text: str, max_len: int) -> str:
-    """What `tokenizer` reads of `text` for a model of `max_len` tokens: the part `bounded` keeps, normalised as our
-    models were trained; a converted model's tokenizer reads it as its own library does (see VocabTokenizer)."""
-    text = bounded(text, max_len)[0]
-    return text if isinstance(tokenizer, VocabTokenizer) else normalize(text)
+@dataclass(frozen=True)
+class InputText:
+    """A text as a model of some max_len reads it, made once where the text enters (read_input): what the rest of
+    the way to the model takes instead of the text. `read` is what the tokenizer reads: the part `bounded` keeps,
+    normalised as our models were trained; a converted model's tokenizer reads it as its own library does (see
+    VocabTokenizer)."""
+
+    read: str
+    normalized: str  # the part `bounded` keeps, normalised (`read` itself for our models): its words, its emptiness
+    cut_off: bool  # whether characters past max_len * MAX_CHARS_PER_TOKEN were left out
+
+
+def read_input(tokenizer: Tokenizer, text: str, max_len: int) -> InputText:
+    """`text` as `tokenizer` reads it for a model of `max_len` tokens, bounded and normalised once."""
+    kept, cut_off = bounded(text, max_len)
+    normalized = normalize(kept)
+    return InputText(kept if isinstance(tokenizer, VocabTokenizer) else normalized, normalized, cut_off)
+
+
+def input_ids(tokenizer: Tokenizer, text: InputText, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
+    """The encoder's input for a read text: its pieces + EOS, at most `max_len` ids.
+    Returns (ids, how many pieces were cut off the end to fit, counted in the part `bounded` keeps)."""
+    ids = tokenizer.encode(text.read)
+    kept = ids[: max_len - 1]
+    return kept + [eos_id], len(ids) - len(kept)
 
 
 def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
-    """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids.
-    Returns (ids, how many pieces were cut off the end to fit, counted in the part `bounded` keeps)."""
-    ids = tokenizer.encode(tokenizer_text(tokenizer, text, max_len))
-    kept = ids[: max_len - 1]
-    return kept + [eos_id], len(ids) - len(kept)
+    """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids (see input_ids)."""
+    return input_ids(tokenizer, read_input(tokenizer, text, max_len), max_len, eos_id)
 
 
 def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID
@@ -267,4 +284,4 @@ def target_ids(tokenizer: Tokenizer, text: str, max_len: int, bos_id: int = BOS_
     """The full decoder sequence for `text`: BOS + pieces + EOS, at most `max_len` ids.
 
     Decoder input = [:-1], labels = [1:]."""
-    return [bos_id] + tokenizer.encode(tokenizer_text(tokenizer, text, max_len))[: max_len - 2] + [eos_id]
+    return [bos_id] + tokenizer.encode(read_input(tokenizer, text, max_len).read)[: max_len - 2] + [eos_id]
