@@ -4,11 +4,13 @@ Every token of every axis gets its own tick (duplicates stay distinct), and ever
 counts so that each tick label keeps a line: ROW_PX pixels per row of tokens, COLUMN_PX per column.
 """
 import math
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import check_matrix
+from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
 from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
 from .theme import DIVERGING, Theme, apply_theme
@@ -22,8 +24,9 @@ def _line_px(theme: Theme) -> float:
     return 1.6 * theme.font_size
 
 
-def attribution_figure(methods, output_tokens, src_tokens, *, signed=(), title="Attribution by method",
-                       theme=Theme()):
+def attribution_figure(methods: Mapping[str, ArrayLike], output_tokens: Tokens, src_tokens: Tokens, *,
+                       signed: Collection[str] = (), title: str = "Attribution by method",
+                       theme: Theme = Theme()) -> go.Figure:
     """Each method's (output tokens x source tokens) array as a panel, PANELS_PER_ROW panels a row.
 
     methods: name -> (len(output_tokens), len(src_tokens)); signed: the names of the methods whose values may take
@@ -58,7 +61,8 @@ def attribution_figure(methods, output_tokens, src_tokens, *, signed=(), title="
     return apply_theme(fig, theme, title)
 
 
-def token_attribution_figure(methods, src_tokens, row: int, output_token, *, title="", theme=Theme()):
+def token_attribution_figure(methods: Mapping[str, ArrayLike], src_tokens: Tokens, row: int, output_token: str, *,
+                             title: str = "", theme: Theme = Theme()) -> go.Figure:
     """One output token's attribution by every method: methods (rows) x source tokens (columns).
 
     Each row is that method's row `row`, divided by its largest absolute value so that methods on different scales
@@ -76,7 +80,9 @@ def token_attribution_figure(methods, src_tokens, row: int, output_token, *, tit
     return apply_theme(fig, theme, title or f"Where {output_token!s} comes from, by method")
 
 
-def patching_figure(heads, positions, position_tokens, *, title="Activation patching", theme=Theme()):
+def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, ArrayLike],
+                    position_tokens: Mapping[str, Tokens], *, title: str = "Activation patching",
+                    theme: Theme = Theme()) -> go.Figure:
     """Effects of patching on the measured log-probability, on one diverging scale centred at 0.
 
     heads: attention kind -> (layers, heads); positions: stack ("encoder", "decoder") -> (layers, len(tokens)),
@@ -103,7 +109,8 @@ def patching_figure(heads, positions, position_tokens, *, title="Activation patc
     return apply_theme(fig, theme, title)
 
 
-def logit_lens_figure(stages, positions, top_pieces, top_probs, *, title="Logit lens", theme=Theme()):
+def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, top_probs: ArrayLike, *,
+                      title: str = "Logit lens", theme: Theme = Theme()) -> go.Figure:
     """What each decoder stage would predict: stages (rows) x decoder positions (columns).
 
     Colour = probability of the stage's top piece; the piece is written in its cell (hover adds the runners-up).
