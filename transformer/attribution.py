@@ -155,7 +155,7 @@ def flow_graph(stages: list[np.ndarray]) -> scipy.sparse.csr_array:
 def flow(stages: list[np.ndarray], rows, columns) -> np.ndarray:
     """Maximum flow from each top node in `rows` to each input node in `columns`: (len(rows), len(columns)).
 
-    One max-flow problem per cell (scipy's Dinic, about 50 times faster than networkx's preflow-push here; the
+    One max-flow problem per cell (scipy's Dinic, much faster than networkx's preflow-push on these graphs; the
     tests check it against networkx)."""
     graph, top = flow_graph(stages), len(stages) * stages[0].shape[0]
     result = np.zeros((len(rows), len(columns)))

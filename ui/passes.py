@@ -5,7 +5,7 @@ the picker or a link only becomes a path through transformer.resolve_checkpoint,
 Folders are checked without reading weights (transformer.inspect_checkpoint); only the checkpoints being shown are
 loaded, once per folder version, and never changed (capture and ablation are per call). Passes are shared by
 every session (ui.shared.shared_pass, bounded in bytes), not copied: every session gets the same read-only objects
-(ui.analysis) instead of unpickling its own copy on every rerun (75 MB at 256 tokens, a quarter of a second).
+(ui.analysis) instead of unpickling its own copy on every rerun (tens of MB at 256 tokens).
 """
 from __future__ import annotations
 
@@ -52,8 +52,8 @@ def model_turn():
 def cache_expiring(ttl, **options):
     """st.cache_resource(ttl=ttl, **options), safe at the moment an entry expires. Streamlit's cache checks that the
     entry is there and then reads it, each at its own time, and raises KeyError(key) when the ttl ends in between
-    (streamlit.runtime.caching: read_result, ttl_cache.TTLCache): with the folder scan expiring every 2 s, about one
-    rerun in a thousand under load. Asked again, the cache finds the entry gone and builds it. The functions below
+    (streamlit.runtime.caching: read_result, ttl_cache.TTLCache): with the folder scan expiring every 2 s, it
+    happens under load. Asked again, the cache finds the entry gone and builds it. The functions below
     raise no KeyError of their own."""
     def decorate(function):
         cached = st.cache_resource(ttl=ttl, **options)(function)
