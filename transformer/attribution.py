@@ -445,6 +445,7 @@ def attribute(model: Transformer, src_ids: list[int], tgt_ids: list[int], output
             methods[method.name] = normalise_rows(matrix, signed=method.signed)
     return methods, prefix
 
+
 @torch.no_grad()
 def per_head(model: Transformer, src_ids: list[int], tgt_ids: list[int]) -> dict[str, np.ndarray]:
     """Cross-attention weights and value norms ‖α^h f^h(x)‖ of every head: (layers, heads, tgt_len, src_len) each."""
