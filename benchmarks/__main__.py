@@ -19,12 +19,12 @@ from pathlib import Path
 
 import torch
 
+from deploy.server import ROOT
 from transformer import CheckpointError, load_checkpoint
 
 from . import app_latency, browser, capture, decoding, gpu, memory, model_view, sessions, training
 from .common import Setup
 from .fixtures import char_tokenizer, random_checkpoint, tiny_config
-from .server import ROOT
 
 FIGURES = {
     "capture": capture.measure,  # 1. capture overhead

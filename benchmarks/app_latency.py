@@ -6,11 +6,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from deploy.server import ROOT
 from transformer import load_checkpoint
 
+from .chromium import RUN_S
 from .common import Setup, result, side_by_side
 from .fixtures import app_folder, distinct_texts, wide_checkpoints
-from .server import ROOT, RUN_S
 
 FIGURE = "app latency"
 INPUT_TOKENS = 20

@@ -8,12 +8,13 @@ import shutil
 import statistics
 import time
 
+from deploy.server import ROOT, streamlit_server
 from transformer import load_checkpoint
 
+from .chromium import CHROMIUM, RUN_S, launch_chromium
 from .common import Setup, peak_rss_mb, result, side_by_side, skipped
 from .fixtures import distinct_texts, token_count, wide_checkpoints
 from .memory import FIGURE as MEMORY
-from .server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server
 
 FIGURE = "browser render"
 AT_MOST = 2.0  # seconds, at the longest input: 256 tokens (the smoke run's longest is tiny)

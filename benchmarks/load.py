@@ -61,7 +61,8 @@ from streamlit.string_util import clean_text
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
-from benchmarks.server import CHROMIUM, ROOT, RUN_S, launch_chromium, streamlit_server, wait_for_rerun
+from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
+from deploy.server import ROOT, streamlit_server
 from transformer import load_checkpoint
 from transformer.evaluate import evaluation_cases
 from ui.widgets import OUTPUT_HELP

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import torch
 
+from deploy.server import ROOT
 from transformer import capture, load_checkpoint
 
 from .common import Setup, peak_rss_mb, result
 from .fixtures import app_folder, random_ids, text_of, widened
-from .server import ROOT
 
 FIGURE = "memory"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import streamlit
 
-from benchmarks.server import ROOT, ServerError, free_port, streamlit_server, wait_until_healthy
+from deploy.server import ROOT, ServerError, free_port, streamlit_server, wait_until_healthy
 from ui.turns import cores
 
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")

@@ -13,7 +13,8 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from benchmarks.server import launch_chromium, streamlit_server  # noqa: E402
+from benchmarks.chromium import launch_chromium  # noqa: E402
+from deploy.server import streamlit_server  # noqa: E402
 
 SETTLE_MS = 15_000  # the first pass, its figures and Plotly's drawing, on 2 CPU cores
 SHOTS = {  # file name: (viewport, link)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +26,7 @@ import transformer.tokenizer
 import ui.passes
 import ui.shared
 import viz
-from helpers import LOADABLE, TRAINING, checkpoints_folder, outputs
+from helpers import LOADABLE, ROOT, TRAINING, checkpoints_folder, outputs
 from ui.plain import plain
 from ui.state import URL_STATE
 from ui.views import VIEWS
@@ -841,7 +844,7 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch
         np.testing.assert_allclose(method, values[2] / np.abs(values[2]).max(), atol=1e-5)
     assert at.selectbox(key="attr_token").value == 2
     assert "integrated_gradients" in " ".join(texts(at.text))
-    assert at.dataframe[-1].value["method"].tolist()[-1] == "random"  # the README's faithfulness table
+    assert at.dataframe[-1].value["method"].tolist()[-1] == "random"  # the saved faithfulness table
 
     at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
     ok(at.run())
@@ -855,6 +858,58 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch
     row = array(figure(at, 0)["data"][0]["z"])
     for method, values in zip(row, expected.methods.values()):
         np.testing.assert_allclose(method, values[4] / np.abs(values[4]).max(), atol=1e-5)
+
+
+def test_a_registered_attribution_method_shows_in_the_view(app, monkeypatch):
+    """One declaration plus its function: the view draws the method, on the scale its declaration names (signed,
+    though this one's values are all positive), and describes it."""
+    def toy(inputs):
+        return np.ones((len(inputs.rows), inputs.src.size(1)))
+
+    toy_method = transformer.attribution.Method("toy", toy, signed=True, note="every source token alike.",
+                                                citation="a test")
+    monkeypatch.setitem(transformer.attribution.METHODS, "toy", toy_method)
+    ui.shared.clear()
+    at = ok(app(view="attribution", text="attr9"))
+    assert "toy: every source token alike. (a test)" in texts(at.text)
+    chosen = figure(at, 0)  # the chosen piece: method x source
+    assert chosen["layout"]["yaxis"]["ticktext"][-1] == "toy"
+    np.testing.assert_allclose(array(chosen["data"][0]["z"])[-1], 1.0)  # its row, last, over its own peak
+    at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
+    ok(at.run())
+    toy_panel = [trace for trace in figure(at, 1)["data"] if trace.get("coloraxis")][-1]
+    assert toy_panel["coloraxis"] == "coloraxis2"  # the diverging scale, as declared
+    np.testing.assert_allclose(array(toy_panel["z"]), 1.0)
+
+
+def test_the_faithfulness_table_is_data_not_documentation(app_checkpoints, tmp_path):
+    """The app shows the saved table from a copy of the checkout without README.md (its own process: this one has
+    imported the modules of this checkout)."""
+    copy = tmp_path / "checkout"
+
+    def left_out(folder: str, names: list[str]) -> set[str]:
+        if Path(folder) == ROOT:
+            return {".git", "README.md"} & set(names)
+        if Path(folder) == CHECKPOINTS:  # the shipped models: the app opens the test checkpoints
+            return {name for name in names if (CHECKPOINTS / name).is_dir()}
+        return {"__pycache__"} & set(names)
+
+    shutil.copytree(ROOT, copy, ignore=left_out)
+    script = ("import json\n"
+              "from streamlit.testing.v1 import AppTest\n"
+              "at = AppTest.from_file('app.py', default_timeout=120)\n"
+              "at.query_params.update(view='attribution', text='attr9')\n"
+              "at.run()\n"
+              "assert not at.exception, [e.value for e in at.exception]\n"
+              "print(json.dumps(at.dataframe[-1].value.to_dict('list')))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=copy, capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "ATLAS_CHECKPOINTS": str(app_checkpoints), "PYTHONPATH": str(copy)})
+    assert run.returncode == 0, run.stderr[-2000:]
+    shown = json.loads(run.stdout.strip().splitlines()[-1])
+    saved = json.loads((CHECKPOINTS / "faithfulness.json").read_text(encoding="utf-8"))["results"]
+    assert shown["method"][-1] == "random" and shown["method"][0] == "attention_last"
+    assert shown["reverse: top = true"][0] == f"{saved['reverse']['alignment']['attention_last']:.1%}"
+    assert shown["eng-fra: drop k=3"][-1] == f"{saved['eng-fra']['deletion']['3']['random']:.3f}"
 
 
 def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.server import CHROMIUM, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
+from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
+from deploy.server import ServerError, streamlit_server
 from helpers import APP, outputs
 from test_hostile import CASES
 from transformer.checkpoint import CARD_FILE

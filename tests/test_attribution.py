@@ -10,9 +10,10 @@ from captum.attr import IntegratedGradients
 from helpers import random_batch, small_model
 from transformer import capture, patch
 from transformer.attention import MultiHeadAttention
-from transformer.attribution import (METHODS, ROWS_PER_PASS, _log_prob_rows, alti_stages, attribute, block_terms, flow,
-                                     head_value_vectors, input_x_gradient, integrated_gradients, mixing_stages,
-                                     rollout, token_contributions, token_embeddings, weighted_value_norms)
+from transformer.attribution import (METHODS, ROWS_PER_PASS, Method, _log_prob_rows, alti_stages, attribute,
+                                     block_terms, flow, head_value_vectors, input_x_gradient, integrated_gradients,
+                                     mixing_stages, rollout, token_contributions, token_embeddings,
+                                     weighted_value_norms)
 from viz.rollout import decoder_source_rollout, encoder_rollout
 
 
@@ -138,6 +139,24 @@ def test_attribute_rows_are_normalised_as_documented():
     for rows in ([], [5], [-1]):
         with pytest.raises(ValueError, match="decoder positions from 0 to 4"):
             attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], rows=rows, ig_steps=8)
+
+
+def test_a_declared_method_is_attributed_normalised_as_declared(monkeypatch):
+    """Adding a method is one declaration plus its function: attribute() runs it on the rows asked for and divides
+    each row as its declaration says (signed: by the sum of |values|)."""
+    def toy(inputs):  # the distance of each source token from the explained row's position, negated on odd rows
+        src_len = inputs.src.size(1)
+        return np.array([[(j - row) * (-1) ** row for j in range(src_len)] for row in inputs.rows], dtype=float)
+
+    monkeypatch.setitem(METHODS, "toy", Method("toy", toy, signed=True, note="a test's method.", citation="none"))
+    model = small_model()
+    src, tgt = random_batch(model.config, [6], [5])
+    methods, _ = attribute(model, src[0].tolist(), tgt[0].tolist(), [5, 9, 11, 7, 3], rows=[1, 3], ig_steps=4)
+    assert list(methods)[-1] == "toy"
+    raw = np.array([[1, 0, -1, -2, -3, -4], [3, 2, 1, 0, -1, -2]])  # rows 1 and 3 by hand
+    np.testing.assert_allclose(methods["toy"], raw / np.abs(raw).sum(axis=1, keepdims=True))
+    assert {name for name, method in METHODS.items() if method.signed} == {"input_x_gradient", "integrated_gradients",
+                                                                          "toy"}
 
 
 def test_patch_feeds_embeddings_in_without_changing_a_plain_run():

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from benchmarks import app_latency, browser, capture, decoding, memory, model_view, sessions, training
-from benchmarks.server import CHROMIUM, ROOT
+from benchmarks.chromium import CHROMIUM
+from deploy.server import ROOT
 
 WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view]
 MEASURED = WITH_TARGETS + [memory, sessions]

@@ -5,8 +5,8 @@ tmp_path, and also in $ATLAS_SCREENSHOTS when that is set (ATLAS_BROWSER_CHECKPO
 the app opening on its first; ATLAS_BROWSER_INPUT: the input typed, default attention42). The readability tests run
 on the shipped checkpoints folder and save one screenshot per view, input and mode in $ATLAS_SCREENSHOTS only:
     ATLAS_SCREENSHOTS=/tmp/shots python -m pytest tests/test_browser.py -k "labelled or shipped"
-The README's screenshots are the same server and browser (benchmarks.server) opened on links to eng-fra: at
-1400 x 1150 `?checkpoint=eng-fra&view=attention&kind=encoder.self&text=` MEDIUM (below), at 1400 x 1000
+The README's screenshots are the same server and browser (deploy.server, benchmarks.chromium) opened on links to
+eng-fra: at 1400 x 1150 `?checkpoint=eng-fra&view=attention&kind=encoder.self&text=` MEDIUM (below), at 1400 x 1000
 `view=decoding&step=2&text=She is reading a book.`, and at 1600 x 1250 `view=model&kind=encoder.self&text=` SHORT.
 """
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.server import CHROMIUM, ROOT, RUN_S, ServerError, launch_chromium, streamlit_server, wait_for_rerun
+from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
+from deploy.server import ROOT, ServerError, streamlit_server
 from figure_browser import MEASURE_JS
 from helpers import checkpoints_folder
 from ui.analysis import KIND_LABELS

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import transformer.data
 from transformer import CheckpointError, capture, checkpoint_folders, load_checkpoint, resolve_checkpoint
 from transformer.checkpoint import (CARD_FILE, CONFIG_FILE, SOURCE_WORDS_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE,
                                    write_source_words)
@@ -274,6 +275,20 @@ def test_unseen_words_are_named_in_one_warning(folder):
     many = checkpoint.translate("a b c aa bb cc dd")
     warning, = [w for w in many.warnings if "training data" in w]
     assert "“a”, “b”, “c”, “aa”, “bb” and 2 more" in warning and "these words" in warning
+
+
+def test_the_input_is_normalised_once_where_it_enters(folder, monkeypatch):
+    """translate() reads the text once (Checkpoint.read): encoding, the warnings and the typed pieces all take that
+    reading, so the text is bounded and normalised once, however many of them look at it."""
+    write_source_words(folder, ["abc ab", "ba 12 cab"])
+    checkpoint = load_checkpoint(folder)
+    calls = []
+    normalize = transformer.data.normalize
+    monkeypatch.setattr(transformer.data, "normalize", lambda text: calls.append(text) or normalize(text))
+    result = checkpoint.translate("ＡＢＣ  cc\tba")  # full-width letters: NFKC makes them "ABC"
+    assert calls == ["ＡＢＣ cc ba"]  # bounded (whitespace collapsed), then normalised, once
+    assert result.src_typed[:-1] == checkpoint.src_tokenizer.encode_pieces("ABC cc ba")
+    assert any("“cc”" in warning for warning in result.warnings)  # the unseen words of the read text
 
 
 def test_without_a_word_list_nothing_is_unseen(tiny_checkpoint):

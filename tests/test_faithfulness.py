@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from helpers import ROOT
 from transformer import load_checkpoint
-from transformer.faithfulness import RANDOM, date_alignment, deletion_drops, main
+from transformer.attribution import METHODS
+from transformer.faithfulness import RANDOM, date_alignment, deletion_drops, load, main, table
 
 
 @pytest.mark.parametrize("source, fmt, expected", [
@@ -41,9 +43,24 @@ def test_deletion_drops_equal_a_direct_rerun(tiny_checkpoint):
     assert drops["made up"][row] == pytest.approx(float(before[0, row, target] - after[0, row, target]), abs=1e-5)
 
 
-def test_command_prints_the_table(tiny_checkpoint, capsys):
-    main([str(tiny_checkpoint), "--inputs", "2", "--ig-steps", "4"])
+def test_command_prints_the_table_and_saves_it_as_data(tiny_checkpoint, capsys, tmp_path):
+    saved = tmp_path / "faithfulness.json"
+    main([str(tiny_checkpoint), "--inputs", "2", "--ig-steps", "4", "--out", str(saved)])
     out = capsys.readouterr().out
     assert "| method | tiny-reverse: top = true | tiny-reverse: drop k=1 | tiny-reverse: drop k=3 |" in out
     for method in ("attention_last", "value_norms", "rollout", "flow", "integrated_gradients", RANDOM):
         assert f"| {method} |" in out
+    document = load(saved)
+    assert document["command"].startswith("python -m transformer.faithfulness ") and "--out" in document["command"]
+    assert set(document["results"]["tiny-reverse"]["deletion"]) == {1, 3}
+    main(["--table", str(saved)])  # the saved file's table, without measuring
+    assert capsys.readouterr().out.strip().splitlines() == out.strip().splitlines()[-(len(METHODS) + 3):]
+
+
+def test_the_documents_show_the_saved_table():
+    """A faithfulness table in README.md or docs/ is checkpoints/faithfulness.json's (`--table` prints it)."""
+    saved = table(load(ROOT / "checkpoints" / "faithfulness.json")["results"]).splitlines()
+    for document in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = document.read_text(encoding="utf-8").splitlines() if document.exists() else []
+        for start in (i for i, line in enumerate(lines) if line.startswith("| method |") and "top = true" in line):
+            assert lines[start: start + len(saved)] == saved, document.name

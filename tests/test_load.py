@@ -20,7 +20,8 @@ from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, VIEWS, AppSession, Ch
                              LectureClient, Page, SessionLog, Tally, none_inside_another, run_load, typed_inputs,
                              verify)
 import benchmarks.load as load_module
-from benchmarks.server import CHROMIUM, streamlit_server
+from benchmarks.chromium import CHROMIUM
+from deploy.server import streamlit_server
 from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
 from ui.shared import CLOSED_FIGURE_BYTES

@@ -6,7 +6,7 @@ import torch
 
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
-from transformer.data import (
+from transformer.recipes import (
     CLAUSE_JOINS, clause_joined_pairs, joined_pairs, long_joined_pairs, phrase_joined_pairs, timed_phrase_pairs,
     trailing_phrases, trailing_times,
 )

@@ -180,6 +180,13 @@ def test_only_passes_imports_torch_or_transformer():
     assert not reaches(imported_modules(ROOT / "app.py"), ("torch", "transformer"))
 
 
+def test_benchmarks_use_deploy_and_not_the_other_way():
+    """deploy/ runs the app; benchmarks/ measures it: the two folders import in one direction only."""
+    for path in (ROOT / "deploy").glob("*.py"):
+        assert not reaches(imported_modules(path), ("benchmarks",)), path.name
+    assert any(reaches(imported_modules(path), ("deploy",)) for path in (ROOT / "benchmarks").glob("*.py"))
+
+
 def test_the_registry_has_one_view_per_module_each_with_its_own_key():
     modules = {path.stem for path in (ROOT / "ui" / "views").glob("*.py")} - {"__init__"}
     assert len(VIEWS) == len(modules) == len(BY_KEY)

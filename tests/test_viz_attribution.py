@@ -16,7 +16,7 @@ def _methods():
 
 def test_attribution_panels_label_every_token_and_keep_values_up_to_the_peak():
     methods = _methods()
-    fig = attribution_figure(methods, OUT, SRC)
+    fig = attribution_figure(methods, OUT, SRC, signed=("gradient",))
     heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]
     assert len(heatmaps) == 2
     for trace, (name, matrix) in zip(heatmaps, methods.items()):
@@ -27,8 +27,20 @@ def test_attribution_panels_label_every_token_and_keep_values_up_to_the_peak():
     assert fig.layout.yaxis.ticktext == ("x", "y", "&lt;/s&gt;")
 
 
+def test_the_colour_scale_comes_from_the_declaration_not_the_values():
+    """A signed method whose values happen to be all positive stays on the diverging scale; an unsigned method
+    with a negative value is refused rather than drawn on a 0-to-1 scale that would hide it."""
+    positive = np.abs(_methods()["gradient"])
+    fig = attribution_figure({"gradient": positive}, OUT, SRC, signed={"gradient"})
+    assert fig.data[0].coloraxis == "coloraxis2"
+    assert fig.layout.coloraxis2.cmin == -1.0 and fig.layout.coloraxis2.cmax == 1.0
+    assert attribution_figure({"gradient": positive}, OUT, SRC).data[0].coloraxis == "coloraxis"
+    with pytest.raises(ValueError, match="'gradient' has negative values but is not declared signed"):
+        attribution_figure(_methods(), OUT, SRC)
+
+
 def test_attribution_figure_grows_with_tokens_and_refuses_wrong_shapes():
-    small = attribution_figure(_methods(), OUT, SRC)
+    small = attribution_figure(_methods(), OUT, SRC, signed=("gradient",))
     many = [f"t{i}" for i in range(60)]
     big = attribution_figure({"attention": np.full((60, 60), 1 / 60)}, many, many)
     assert big.layout.height > small.layout.height and big.layout.height / 60 >= 1.5 * 12  # a line per label

@@ -13,7 +13,7 @@ import pytest
 
 import viz
 from benchmarks.model_view import random_stack
-from benchmarks.server import CHROMIUM, launch_chromium
+from benchmarks.chromium import CHROMIUM, launch_chromium
 from figure_browser import measure, readability_problems
 
 pytestmark = [pytest.mark.slow,  # a real browser

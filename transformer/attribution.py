@@ -1,5 +1,8 @@
 """Which source tokens does each output token come from? Eight answers side by side, for one input.
 
+METHODS declares each method once (its function, whether it is signed, a note and a citation):
+attribute() runs them, the app draws and describes them, the faithfulness command measures them.
+
 Every method returns a tidy numpy array (output tokens x source tokens); row t explains the piece predicted at
 decoder position t (teacher-forced on the decoded output). Rows are normalised as the method defines:
   attention_last / attention_mean  cross-attention weights, heads averaged, of the last layer / of all layers: rows
@@ -24,8 +27,9 @@ decoder position t (teacher-forced on the decoded output). Rows are normalised a
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse
@@ -36,11 +40,6 @@ from torch import nn
 from .capture import capture, patch
 from .model import Transformer
 from .record import AttentionRecord
-
-METHODS = ("attention_last", "attention_mean", "value_norms", "rollout", "flow", "alti_plus", "input_x_gradient",
-           "integrated_gradients")
-
-
 
 @dataclass
 class Attribution:
@@ -156,7 +155,7 @@ def flow_graph(stages: list[np.ndarray]) -> scipy.sparse.csr_array:
 def flow(stages: list[np.ndarray], rows, columns) -> np.ndarray:
     """Maximum flow from each top node in `rows` to each input node in `columns`: (len(rows), len(columns)).
 
-    One max-flow problem per cell (scipy's Dinic, much faster than networkx's preflow-push here; the
+    One max-flow problem per cell (scipy's Dinic, much faster than networkx's preflow-push on these graphs; the
     tests check it against networkx)."""
     graph, top = flow_graph(stages), len(stages) * stages[0].shape[0]
     result = np.zeros((len(rows), len(columns)))
@@ -311,7 +310,106 @@ def integrated_gradients(model: Transformer, src: torch.Tensor, tgt: torch.Tenso
     return (average * embeddings[0]).sum(dim=-1).numpy()
 
 
-# ----------------------------------------------------------------------------- all together
+# ----------------------------------------------------------------------------- one input, every method
+
+@dataclass
+class Inputs:
+    """One input to attribute, what every method's function reads; what several methods share (the attention record
+    of one forward pass, the mixing stages) is computed on first use."""
+
+    model: Transformer
+    src: torch.Tensor  # (1, src_len) encoder input, EOS last
+    tgt: torch.Tensor  # (1, tgt_len) decoder input, BOS first
+    targets: torch.Tensor  # (tgt_len,) the piece each decoder position predicts
+    rows: list[int]  # the decoder positions to explain, ascending
+    with_prefix: bool  # whether the decoder-prefix block of a graph method is wanted
+    ig_steps: int  # integration points of integrated gradients
+
+    @cached_property
+    def record(self) -> AttentionRecord:
+        """Every hook point of one forward pass (batch item 0 is the input)."""
+        with torch.no_grad(), capture(self.model) as record:
+            self.model(self.src, self.tgt)
+        return record
+
+    @cached_property
+    def stages(self) -> list[np.ndarray]:
+        return mixing_stages(self.record)
+
+
+def _attention_last(inputs: Inputs) -> np.ndarray:
+    return cross_attention(inputs.record)[-1][:, inputs.rows].mean(axis=0)  # heads averaged: (rows, src_len)
+
+
+def _attention_mean(inputs: Inputs) -> np.ndarray:
+    return cross_attention(inputs.record)[:, :, inputs.rows].mean(axis=(0, 1))  # layers and heads averaged
+
+
+def _value_norms(inputs: Inputs) -> np.ndarray:
+    return value_norms(inputs.model, inputs.record)[1][-1][inputs.rows]  # the last layer's: (rows, src_len)
+
+
+def _rollout(inputs: Inputs) -> np.ndarray:
+    return rollout(inputs.stages)[inputs.rows]  # (rows, tgt_len + src_len)
+
+
+def _flow(inputs: Inputs) -> np.ndarray:
+    """Flow over the joint graph; without the prefix, its columns (a max-flow per cell) are left 0."""
+    tgt_len, nodes = inputs.tgt.size(1), inputs.stages[0].shape[0]
+    first = 0 if inputs.with_prefix else tgt_len
+    flowed = np.zeros((len(inputs.rows), nodes))
+    flowed[:, first:] = flow(inputs.stages, inputs.rows, range(first, nodes))
+    return flowed
+
+
+def _alti_plus(inputs: Inputs) -> np.ndarray:
+    return rollout(alti_stages(inputs.model, inputs.record))[inputs.rows]  # (rows, tgt_len + src_len)
+
+
+def _input_x_gradient(inputs: Inputs) -> np.ndarray:
+    return input_x_gradient(inputs.model, inputs.src, inputs.tgt, inputs.targets, inputs.rows)
+
+
+def _integrated_gradients(inputs: Inputs) -> np.ndarray:
+    return integrated_gradients(inputs.model, inputs.src, inputs.tgt, inputs.targets, inputs.rows, inputs.ig_steps)
+
+
+# ----------------------------------------------------------------------------- the registry
+
+@dataclass(frozen=True)
+class Method:
+    """One attribution method, declared once: attribute() runs it, the app draws and describes it, the faithfulness
+    command measures it."""
+
+    name: str
+    function: Callable[[Inputs], np.ndarray]  # (rows, src_len), or (rows, tgt_len + src_len) if graph; unnormalised
+    signed: bool  # values of either sign: rows divided by their sum of |values|, drawn on a diverging scale
+    note: str  # what it is, in a sentence
+    citation: str  # where it comes from
+    graph: bool = False  # columns are the joint graph [decoder input; source]: the source block is the method's
+    # rows and the decoder-input block its `prefix`, each divided by its row sum
+
+
+METHODS: dict[str, Method] = {method.name: method for method in (
+    Method("attention_last", _attention_last, False, "cross-attention weights of the last decoder layer, heads "
+           "averaged.", "Bahdanau et al. 2015"),
+    Method("attention_mean", _attention_mean, False, "cross-attention weights averaged over every layer and head.",
+           "Bahdanau et al. 2015"),
+    Method("value_norms", _value_norms, False, "‖Σ α·f(x)‖ of the last cross-attention layer: how far each source "
+           "token's weighted value vector actually moves the output, not just how much weight it gets.",
+           "Kobayashi et al. 2020"),
+    Method("rollout", _rollout, False, "attention multiplied through every layer of all three kinds, the residual "
+           "counted as half.", "Abnar & Zuidema 2020", graph=True),
+    Method("flow", _flow, False, "the same graph as rollout with weights as capacities: the maximum flow from the "
+           "output to each source token.", "Abnar & Zuidema 2020", graph=True),
+    Method("alti_plus", _alti_plus, False, "each token's share of every attention block's output vector (attention, "
+           "residual and norm), rolled out over the layers.", "Ferrando et al. 2022", graph=True),
+    Method("input_x_gradient", _input_x_gradient, True, "embedding × gradient of the output's log-probability: a "
+           "one-point, signed local estimate.", "Shrikumar et al. 2016"),
+    Method("integrated_gradients", _integrated_gradients, True, "the gradient integrated from a zero embedding to "
+           "the real one; signed, and its row sums to the change of the log-probability.", "Sundararajan et al. 2017"),
+)}
+
 
 def normalise_rows(matrix: np.ndarray, signed: bool = False) -> np.ndarray:
     """Rows divided by their sum (by the sum of absolute values if `signed`); an all-zero row stays 0."""
@@ -319,51 +417,32 @@ def normalise_rows(matrix: np.ndarray, signed: bool = False) -> np.ndarray:
     return matrix / np.where(total > 0, total, 1.0)
 
 
-@torch.no_grad()
-def _attention_methods(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, rows: list[int], with_flow: bool,
-                       with_prefix: bool):
-    with capture(model) as record:
-        model(src, tgt)
-    cross = cross_attention(record)[:, :, rows]  # (layers, heads, rows, src)
-    tgt_len, src_len = tgt.size(1), src.size(1)
-    stages = mixing_stages(record)
-    rolled = rollout(stages)[rows]  # (rows, tgt + src)
-    methods = {
-        "attention_last": cross[-1].mean(axis=0),
-        "attention_mean": cross.mean(axis=(0, 1)),
-        "value_norms": normalise_rows(value_norms(model, record)[1][-1][rows]),
-        "rollout": normalise_rows(rolled[:, tgt_len:]),
-    }
-    alti = rollout(alti_stages(model, record))[rows]  # (rows, tgt + src)
-    methods["alti_plus"] = normalise_rows(alti[:, tgt_len:])
-    prefix = ({"rollout": normalise_rows(rolled[:, :tgt_len]), "alti_plus": normalise_rows(alti[:, :tgt_len])}
-              if with_prefix else {})
-    if with_flow:  # a max-flow per cell: the prefix's columns only when asked for
-        flowed = flow(stages, rows, range(0 if with_prefix else tgt_len, tgt_len + src_len))
-        methods["flow"] = normalise_rows(flowed[:, -src_len:])
-        if with_prefix:
-            prefix["flow"] = normalise_rows(flowed[:, :tgt_len])
-    return {name: methods[name] for name in METHODS if name in methods}, prefix
-
-
 def attribute(model: Transformer, src_ids: list[int], tgt_ids: list[int], output_ids: list[int], *,
               rows: Sequence[int] | None = None, with_flow: bool = True, with_prefix: bool = True, ig_steps: int = 32,
               ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Every method for one input: (methods, prefix), method name -> (rows, src_len) / (rows, tgt_len).
+    """Every method of METHODS for one input: (methods, prefix), method name -> (rows, src_len) / (rows, tgt_len).
 
     src_ids: encoder input (ending with EOS); tgt_ids: decoder input (BOS first); output_ids: the piece each decoder
     position predicts (same length as tgt_ids). `rows`: the decoder positions to explain (all by default); the
     gradient methods, whose cost grows with every row, then run those rows' backward passes only.
     `with_flow=False` skips flow, the slow one (a max-flow per cell); `with_prefix=False` returns no prefix and
     spares flow the prefix's columns (a third of the cells at most)."""
-    src, tgt, targets = torch.tensor([src_ids]), torch.tensor([tgt_ids]), torch.tensor(output_ids)
     rows = list(range(len(tgt_ids))) if rows is None else sorted(set(rows))
     if not rows or not 0 <= rows[0] <= rows[-1] < len(tgt_ids):
         raise ValueError(f"rows must be decoder positions from 0 to {len(tgt_ids) - 1}, got {rows!r:.60}")
-    methods, prefix = _attention_methods(model, src, tgt, rows, with_flow, with_prefix)
-    methods["input_x_gradient"] = normalise_rows(input_x_gradient(model, src, tgt, targets, rows), signed=True)
-    methods["integrated_gradients"] = normalise_rows(
-        integrated_gradients(model, src, tgt, targets, rows, ig_steps), signed=True)
+    inputs = Inputs(model, torch.tensor([src_ids]), torch.tensor([tgt_ids]), torch.tensor(output_ids), rows,
+                    with_prefix, ig_steps)
+    methods, prefix = {}, {}
+    for method in METHODS.values():
+        if method.name == "flow" and not with_flow:
+            continue
+        matrix = method.function(inputs)
+        if method.graph:
+            methods[method.name] = normalise_rows(matrix[:, len(tgt_ids):])
+            if with_prefix:
+                prefix[method.name] = normalise_rows(matrix[:, :len(tgt_ids)])
+        else:
+            methods[method.name] = normalise_rows(matrix, signed=method.signed)
     return methods, prefix
 
 

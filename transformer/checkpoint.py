@@ -26,7 +26,8 @@ from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import JOINED_PAIRS, MAX_CHARS_PER_TOKEN, bounded, normalize, source_ids, target_ids, tokenizer_text, words
+from .data import MAX_CHARS_PER_TOKEN, InputText, input_ids, normalize, read_input, target_ids, words
+from .recipes import JOINED_PAIRS
 from .decoding import beam_search, check_beam_size, greedy, output_limit
 from .masks import decoder_lengths
 from .device import atlas_device, model_device
@@ -252,7 +253,7 @@ def read_source_words(folder: Path) -> frozenset[str] | None:
     except (OSError, UnicodeDecodeError) as error:
         raise CheckpointError(f"{path}: {error}") from None
     for number, line in enumerate(lines, 1):
-        if words(line) != [line]:
+        if words(normalize(line)) != [line]:
             raise CheckpointError(f"{path}, line {number}: not one lower-case word of letters: {line[:40]!r}")
     return frozenset(lines)
 
@@ -307,37 +308,40 @@ class Checkpoint:
             raise CheckpointError(f"{self.path / CARD_FILE}: no snapshot named {name!r}")
         return self._build(self.path / SNAPSHOT_DIR / f"{name}.pt")
 
-    def _source(self, text: str) -> tuple[list[int], int]:
-        """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
-        the user) when nothing of it is left to read."""
-        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.config.max_len, self.config.eos_id)
+    def read(self, text: str) -> InputText:
+        """`text` as this model reads it, bounded and normalised once, where it enters: what encoding, the warnings
+        and decoding take. TypeError if it is not a string; ValueError (a message for the user) if it is empty."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a string, got {type(text).__name__}")
+        read = read_input(self.src_tokenizer, text, self.config.max_len)
+        if not read.normalized:
+            raise ValueError("The input is empty: type a sentence (spaces alone are not enough).")
+        return read
+
+    def _source(self, text: InputText) -> tuple[list[int], int]:
+        """The encoder's ids for a read text and how many pieces were cut off to fit max_len; ValueError (a message
+        for the user) when nothing of it is left to read."""
+        ids, cut = input_ids(self.src_tokenizer, text, self.config.max_len, self.config.eos_id)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
         return ids, cut
 
-    def _checked(self, text: str) -> str:
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a string, got {type(text).__name__}")
-        if not normalize(bounded(text, self.config.max_len)[0]):
-            raise ValueError("The input is empty: type a sentence (spaces alone are not enough).")
-        return text
-
-    def unseen_words(self, text: str) -> list[str]:
+    def unseen_words(self, text: str | InputText) -> list[str]:
         """The words of `text` (as this model reads it) that its training sources never contain, each once, in
         order; [] when the checkpoint has no word list."""
         if self.source_words is None:
             return []
-        typed = words(tokenizer_text(self.src_tokenizer, self._checked(text), self.config.max_len))
-        return list(dict.fromkeys(word for word in typed if word not in self.source_words))
+        read = text if isinstance(text, InputText) else self.read(text)
+        return list(dict.fromkeys(word for word in words(read.normalized) if word not in self.source_words))
 
     def encode(self, text: str, side: str = "src") -> list[int]:
         """Ids exactly as the model sees them: source = pieces + EOS; target = BOS + pieces + EOS."""
         if side == "src":
-            return self._source(text)[0]
+            return self._source(self.read(text))[0]
         if side == "tgt":
-            return target_ids(self.tgt_tokenizer, self._checked(text), self.config.max_len, self.config.bos_id,
-                              self.config.eos_id)
+            self.read(text)  # the same checks as a source
+            return target_ids(self.tgt_tokenizer, text, self.config.max_len, self.config.bos_id, self.config.eos_id)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
     def translate(self, text: str, beam_size: int | None = None, max_len: int | None = None,
@@ -351,11 +355,23 @@ class Checkpoint:
         beam_size = self.card.decoding.get("beam_size", 1) if beam_size is None else beam_size
         check_beam_size(beam_size)
         model = model or self.model
-        ids, cut = self._source(text)
+        read = self.read(text)
+        ids, cut = self._source(read)
+        warnings = self._input_warnings(read, ids, cut)
+        src = torch.tensor([ids], device=model_device(model))
+        limit = output_limit(len(ids)) if max_len is None else max_len
+        sequence = self._decode(model, src, beam_size, limit)
+        if sequence[-1] != self.config.eos_id:
+            warnings.append(self._unended_warning(len(ids), len(sequence), limit, max_len is None))
+        return self._explained(model, src, read, sequence, warnings)
+
+    def _input_warnings(self, read: InputText, ids: list[int], cut: int) -> list[str]:
+        """What the user should know about the input before trusting the output: cut off, longer than anything
+        trained on, years outside the training range, words never seen, pieces the vocabulary lacks."""
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
         reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
-        if bounded(text, self.config.max_len)[1]:
+        if read.cut_off:
             limit = self.config.max_len * MAX_CHARS_PER_TOKEN
             warnings.append(f"The input is longer than this model reads ({reads}): the characters after the first "
                             f"{limit:,} were cut off.")
@@ -369,8 +385,8 @@ class Checkpoint:
                     else f"than anything this model trained on (at most {longest} pieces)")
             warnings.append(f"The input is {len(ids) - 1} pieces long, longer {seen}: expect dropped or invented "
                             "words.")
-        warnings += input_warnings(self.card.task, text)
-        unseen = self.unseen_words(text)
+        warnings += input_warnings(self.card.task, read.normalized)
+        unseen = self.unseen_words(read)
         if unseen:
             named = ", ".join(f"“{word}”" for word in unseen[:MAX_UNSEEN_NAMED])
             more = f" and {len(unseen) - MAX_UNSEEN_NAMED} more" if len(unseen) > MAX_UNSEEN_NAMED else ""
@@ -381,25 +397,35 @@ class Checkpoint:
         if unknown:
             warnings.append(
                 f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
-        src = torch.tensor([ids], device=model_device(model))
+        return warnings
+
+    def _decode(self, model: Transformer, src: torch.Tensor, beam_size: int, limit: int) -> list[int]:
+        """The decoded sequence (BOS first) for src (1, src_len), as the card's decoding settings say, without
+        trailing padding."""
         decoding = self.card.decoding
-        limit = output_limit(len(ids)) if max_len is None else max_len
         decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(
             model, src, beam_size, limit, decoding.get("length_penalty", 0.6),
             coverage_penalty=decoding.get("coverage_penalty", 0.0))
-        sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
-        if sequence[-1] != self.config.eos_id:
-            where = (f"twice the input's length plus 10 tokens (the input: {len(ids)} tokens with </s>)"
-                     if max_len is None and limit < self.config.max_len else
-                     f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
-            warnings.append(f"The model did not end its output: decoding stopped it after {len(sequence) - 1} pieces, "
-                            f"at {where}.")
+        return decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()
+
+    def _unended_warning(self, src_len: int, sequence_len: int, limit: int, default_limit: bool) -> str:
+        """Why the output has no </s>: where decoding stopped it."""
+        where = (f"twice the input's length plus 10 tokens (the input: {src_len} tokens with </s>)"
+                 if default_limit and limit < self.config.max_len else
+                 f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
+        return f"The model did not end its output: decoding stopped it after {sequence_len - 1} pieces, at {where}."
+
+    def _explained(self, model: Transformer, src: torch.Tensor, read: InputText, sequence: list[int],
+                   warnings: list[str]) -> Translation:
+        """The Translation of a decoded sequence: one captured forward pass over (source, decoder input), the
+        probability of each generated piece, and every token list the views label."""
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
         with torch.no_grad(), capture(model) as record:
             probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
         generated = sequence[1:]
+        ids = src[0].tolist()
         src_pieces = self.src_tokenizer.pieces(ids)
-        typed = self.src_tokenizer.encode_pieces(tokenizer_text(self.src_tokenizer, text, self.config.max_len))
+        typed = self.src_tokenizer.encode_pieces(read.read)
         return Translation(
             text=self.tgt_tokenizer.decode(generated),
             src_tokens=src_pieces,
@@ -506,7 +532,7 @@ def checkpoint_version(path: str | Path) -> int:
 
 def write_source_words(path: str | Path, source_texts: Iterable[str]) -> None:
     """The folder's word list (see read_source_words) from the texts the model was trained to read."""
-    word_list = sorted({word for text in source_texts for word in words(text)})
+    word_list = sorted({word for text in source_texts for word in words(normalize(text))})
     (Path(path) / SOURCE_WORDS_FILE).write_text("".join(f"{word}\n" for word in word_list), encoding="utf-8")
 
 

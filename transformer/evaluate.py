@@ -21,7 +21,8 @@ import sacrebleu
 import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
-from .data import clause_joined_pairs, dev_pairs, joined_pairs, source_ids
+from .data import dev_pairs, source_ids
+from .recipes import clause_joined_pairs, joined_pairs
 from .decoding import beam_search, greedy, output_limit
 from .device import model_device
 from .model import Transformer

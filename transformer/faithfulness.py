@@ -1,4 +1,6 @@
-"""How faithful is each attribution method? `python -m transformer.faithfulness` prints the README's table.
+"""How faithful is each attribution method? `python -m transformer.faithfulness --out checkpoints/faithfulness.json`
+measures it on the shipped checkpoints, prints the table and writes the measurements as JSON (what the app shows;
+`--table FILE` prints a saved file's table without measuring).
 
 Alignment accuracy: on fresh inputs whose true alignment is known, the share of output pieces whose top-attributed
 source position (the largest value, EOS included) is a true one:
@@ -15,10 +17,16 @@ tokens. A faithful method's deletions hurt most.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import random
 import re
+import shlex
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -149,14 +157,14 @@ def faithfulness(checkpoint: Checkpoint, count: int, ig_steps: int = 16,
     return {"alignment": alignment, "deletion": deletion, "inputs": len(inputs)}
 
 
-def table(results: dict[str, dict]) -> str:
-    """A Markdown table: one row per method, alignment and deletion columns per checkpoint."""
+def table_rows(results: dict[str, dict]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows): one row per method, alignment and deletion columns per checkpoint, as the table shows them."""
     header = ["method"]
     for name, result in results.items():
         if result["alignment"]:
             header.append(f"{name}: top = true")
         header += [f"{name}: drop k={k}" for k in DELETION_KS]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for method in [*METHODS, RANDOM]:
         cells = [method]
         for result in results.values():
@@ -164,8 +172,37 @@ def table(results: dict[str, dict]) -> str:
                 share = result["alignment"].get(method)
                 cells.append("" if share is None else f"{share:.1%}")
             cells += [f"{result['deletion'][k].get(method, float('nan')):.3f}" for k in DELETION_KS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return header, rows
+
+
+def table(results: dict[str, dict]) -> str:
+    """A Markdown table: one row per method, alignment and deletion columns per checkpoint."""
+    header, rows = table_rows(results)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
+
+
+def _commit() -> str:
+    """The checkout's commit ("" outside a git checkout)."""
+    run = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent, check=False)
+    return run.stdout.strip() if run.returncode == 0 else ""
+
+
+def save(path: str | Path, results: dict[str, dict], command: str) -> None:
+    """The measurements as JSON, named by the date, the command and the commit that made them."""
+    document = {"date": datetime.date.today().isoformat(), "command": command, "commit": _commit(),
+                "results": results}
+    Path(path).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def load(path: str | Path) -> dict:
+    """A saved file: {"date", "command", "commit", "results": checkpoint name -> faithfulness()'s dict}."""
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    for result in document["results"].values():  # JSON keys are strings: k back to an int
+        result["deletion"] = {int(k): drops for k, drops in result["deletion"].items()}
+    return document
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -177,8 +214,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--ig-steps", type=int, default=16, help="integration points of integrated gradients")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
-                            help="translation corpora, if not where the card says")
+                        help="translation corpora, if not where the card says")
+    parser.add_argument("--out", type=Path, help="write the measurements here as JSON (checkpoints/faithfulness.json "
+                                                 "is the shipped checkpoints' table, which the app shows)")
+    parser.add_argument("--table", type=Path, metavar="FILE", help="print the table of a saved file; measure nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(load(args.table)["results"]))
+        return
     torch.set_num_threads(args.threads)
     results = {}
     for path in args.checkpoints:
@@ -189,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> None:
               f"{time.perf_counter() - start:.0f} s", flush=True)
     print()
     print(table(results))
+    if args.out:
+        arguments = list(argv) if argv is not None else sys.argv[1:]
+        save(args.out, results, shlex.join(["python", "-m", "transformer.faithfulness", *arguments]))
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ from tqdm import tqdm
 from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
                          Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
 from .config import TransformerConfig
-from .data import JOINED_PAIRS, CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
+from .data import CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
+from .recipes import JOINED_PAIRS
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
 from .tasks import generate

@@ -116,6 +116,8 @@ class Page:
         someone chose other decoding there."""
         return passes.translate(self.path, self.version, self.text, self.card.decoding.get("beam_size", 1))
 
+    attribution_methods = passes.ATTRIBUTION_METHODS  # name -> its declaration (signed or not, note, citation)
+
     def explained(self, row: int | None = None) -> passes.Explained:
         """Every attribution method's (rows x source) array for this input's default decoding: output `row` alone
         (one row each), or every output piece (None)."""
@@ -136,9 +138,9 @@ class Page:
         return passes.patched(self.path, self.version, self.text, corrupted, position)
 
     @staticmethod
-    def faithfulness_table() -> tuple[str, ...]:
-        """The README's faithfulness table as Markdown lines (() if it has none)."""
-        return passes.faithfulness_table(passes.readme_version())
+    def faithfulness_table() -> pd.DataFrame | None:
+        """The shipped checkpoints' faithfulness table, one row per method (None if none was saved)."""
+        return passes.faithfulness_table(passes.faithfulness_version())
 
     # ------------------------------------------------------------------------------------------ heads across a corpus
 

@@ -26,7 +26,7 @@ import torch
 from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
                          checkpoint_folders, checkpoint_version, decode_steps, beam_tree, load_checkpoint, model_device,
                          resolve_checkpoint)
-from transformer import attribution, corpus
+from transformer import attribution, corpus, faithfulness
 from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
@@ -53,8 +53,8 @@ def model_turn():
 def cache_expiring(ttl, **options):
     """st.cache_resource(ttl=ttl, **options), safe at the moment an entry expires. Streamlit's cache checks that the
     entry is there and then reads it, each at its own time, and raises KeyError(key) when the ttl ends in between
-    (streamlit.runtime.caching: read_result, ttl_cache.TTLCache): with the folder scan expiring every 2 s, about one
-    rerun in a thousand under load. Asked again, the cache finds the entry gone and builds it. The functions below
+    (streamlit.runtime.caching: read_result, ttl_cache.TTLCache): with the folder scan expiring every 2 s, it
+    happens under load. Asked again, the cache finds the entry gone and builds it. The functions below
     raise no KeyError of their own."""
     def decorate(function):
         cached = st.cache_resource(ttl=ttl, **options)(function)
@@ -320,7 +320,8 @@ def positional_table(path: str, version: int, side: str) -> np.ndarray:
 # Attribution, activation patching and the logit lens of one input (transformer.attribution, .patching, .lens), as
 # read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's decoding).
 
-README = Path(__file__).parents[1] / "README.md"
+FAITHFULNESS = Path(__file__).parents[1] / "checkpoints" / "faithfulness.json"  # the shipped checkpoints' table
+ATTRIBUTION_METHODS = attribution.METHODS  # name -> its declaration (signed or not, note, citation)
 
 
 class Explained(NamedTuple):
@@ -381,19 +382,17 @@ def patched(path: str, version: int, clean: str, corrupted: str, position: int) 
 
 
 @st.cache_data(max_entries=4)
-def faithfulness_table(version: int) -> tuple[str, ...]:
-    """The README's faithfulness table (`python -m transformer.faithfulness` made it; too slow to run per page),
-    as its Markdown lines; () when the README has none."""
-    lines = README.read_text(encoding="utf-8").splitlines() if README.exists() else []
-    start = next((i for i, line in enumerate(lines) if line.startswith("| method |")), None)
-    if start is None:
-        return ()
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    return tuple(lines[start:end])
+def faithfulness_table(version: int) -> pd.DataFrame | None:
+    """The shipped checkpoints' faithfulness table, as `python -m transformer.faithfulness --out` saved it (too slow to
+    measure per page); None when there is none."""
+    if not FAITHFULNESS.exists():
+        return None
+    header, rows = faithfulness.table_rows(faithfulness.load(FAITHFULNESS)["results"])
+    return pd.DataFrame(rows, columns=header)
 
 
-def readme_version() -> int:
-    return README.stat().st_mtime_ns if README.exists() else 0
+def faithfulness_version() -> int:
+    return FAITHFULNESS.stat().st_mtime_ns if FAITHFULNESS.exists() else 0
 
 
 # ---------------------------------------------------------------------------------------------- heads across a corpus

@@ -1,7 +1,9 @@
 """Figures of single heads: one head, the three stages of one head, two heads compared, one decoding step."""
 import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import check_matrix, model_mask
+from .conventions import Blocked, Tokens, check_matrix, model_mask
 from .layout import LINE_EM, grid_layout, lay_out, text_px
 from .panels import (add_matrix, colour_axis, has_legend, matrix_panel, set_colour_axis, shared_grid, subplots,
                      symmetric_limit, value_range)
@@ -10,8 +12,9 @@ from .theme import DIVERGING, Theme, apply_theme, merged, theme_layout, themed_f
 VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest
 
 
-def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show_masks=True, fixed_scale=True,
-                 show_values=False, title="", theme=Theme()):
+def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scores: ArrayLike | None = None,
+                 blocked: Blocked | None = None, show_masks: bool = True, fixed_scale: bool = True,
+                 show_values: bool = False, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """One head's attention (q_len, k_len): queries top to bottom, keys left to right.
 
     Hover shows query and key token with their positions, the weight and, when `scores` (raw pre-softmax scores of
@@ -38,7 +41,7 @@ def head_heatmap(weights, q_tokens, k_tokens, *, scores=None, blocked=None, show
     return themed_figure(traces, layout, theme)
 
 
-def value_font(column_px, row_px, largest, theme) -> int | None:
+def value_font(column_px: float, row_px: float, largest: int, theme: Theme) -> int | None:
     """Largest font, from `largest` down to theme.min_font_size, at which VALUE_TEXT fits a cell; None if none."""
     for font in range(largest, theme.min_font_size - 1, -1):
         if text_px(VALUE_TEXT, font) + 4 <= column_px and LINE_EM * font <= row_px:
@@ -46,7 +49,8 @@ def value_font(column_px, row_px, largest, theme) -> int | None:
     return None
 
 
-def stages_figure(scores, blocked, weights, q_tokens, k_tokens, *, show_masks=True, title="", theme=Theme()):
+def stages_figure(scores: ArrayLike, blocked: Blocked | None, weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens,
+                  *, show_masks: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """One head in three stages side by side: raw scores, masked scores, softmax weights.
 
     Masked scores are the raw scores with the cells the model masks left blank: they are -inf before the softmax,
@@ -70,8 +74,9 @@ def stages_figure(scores, blocked, weights, q_tokens, k_tokens, *, show_masks=Tr
     return apply_theme(fig, theme, title)
 
 
-def compare_figure(a, b, q_tokens, k_tokens, label_a="A", label_b="B", *, blocked=None, show_masks=True,
-                   fixed_scale=True, title="", theme=Theme()):
+def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, label_a: str = "A",
+                   label_b: str = "B", *, blocked: Blocked | None = None, show_masks: bool = True,
+                   fixed_scale: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """Two heads of the same shape side by side, then A − B on a blue-white-red scale centred at 0 (red: A larger).
 
     Raises ValueError when the shapes differ.
@@ -93,8 +98,9 @@ def compare_figure(a, b, q_tokens, k_tokens, label_a="A", label_b="B", *, blocke
     return apply_theme(fig, theme, title)
 
 
-def decoding_step_figure(cross_rows, src_tokens, output_so_far, step, *, blocked=None, show_masks=True,
-                         fixed_scale=True, theme=Theme()):
+def decoding_step_figure(cross_rows: ArrayLike, src_tokens: Tokens, output_so_far: Tokens, step: int, *,
+                         blocked: Blocked | None = None, show_masks: bool = True, fixed_scale: bool = True,
+                         theme: Theme = Theme()) -> go.Figure:
     """Generation step `step` (0-based): each head's cross-attention row over the source tokens, one row per head.
 
     cross_rows: (layers, heads, src_len), the rows of query position `step`. Rows are labelled "L2 H5" (0-based,
@@ -120,6 +126,6 @@ def decoding_step_figure(cross_rows, src_tokens, output_so_far, step, *, blocked
     return apply_theme(fig, theme, title)
 
 
-def decoding_step_caption(step, output_so_far) -> str:
+def decoding_step_caption(step: int, output_so_far: Tokens) -> str:
     """The line to show above decoding_step_figure, as plain text (it holds user pieces: never as Markdown)."""
     return f"Step {step} · output so far: {' '.join(str(piece) for piece in output_so_far)}"

@@ -4,11 +4,13 @@ Every token of every axis gets its own tick (duplicates stay distinct), and ever
 counts so that each tick label keeps a line: ROW_PX pixels per row of tokens, COLUMN_PX per column.
 """
 import math
+from collections.abc import Collection, Mapping
 
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import check_matrix
+from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
 from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
 from .theme import DIVERGING, Theme, apply_theme
@@ -22,33 +24,33 @@ def _line_px(theme: Theme) -> float:
     return 1.6 * theme.font_size
 
 
-def _is_signed(matrix) -> bool:
-    return bool(np.nanmin(matrix) < 0)
-
-
-def attribution_figure(methods, output_tokens, src_tokens, *, title="Attribution by method", theme=Theme()):
+def attribution_figure(methods: Mapping[str, ArrayLike], output_tokens: Tokens, src_tokens: Tokens, *,
+                       signed: Collection[str] = (), title: str = "Attribution by method",
+                       theme: Theme = Theme()) -> go.Figure:
     """Each method's (output tokens x source tokens) array as a panel, PANELS_PER_ROW panels a row.
 
-    methods: name -> (len(output_tokens), len(src_tokens)). Methods spread their shares very differently (flow
-    and rollout thinly, attention on one cell), so each panel is divided by its own peak |value|: non-negative
-    methods share a 0-to-1 colour bar, signed ones (gradients) a diverging -1-to-1 one. The hover names the peak.
+    methods: name -> (len(output_tokens), len(src_tokens)); signed: the names of the methods whose values may take
+    either sign (as declared, whatever this input's values happen to be). Methods spread their shares very
+    differently (flow and rollout thinly, attention on one cell), so each panel is divided by its own peak |value|:
+    the others share a 0-to-1 colour bar, signed ones (gradients) a diverging -1-to-1 one. The hover names the peak.
     """
     methods = {name: check_matrix(matrix, output_tokens, src_tokens, name=name) for name, matrix in methods.items()}
     if not methods:
         raise ValueError("no method to draw")
+    negative = [name for name, matrix in methods.items() if name not in signed and np.nanmin(matrix) < 0]
+    if negative:
+        raise ValueError(f"{negative[0]!r} has negative values but is not declared signed")
     cols = min(PANELS_PER_ROW, len(methods))
     rows = math.ceil(len(methods) / cols)
     fig = subplots(rows, cols, titles=list(methods), horizontal_spacing=0.25 / cols, vertical_spacing=0.3 / rows)
-    signed = False
     for index, (name, matrix) in enumerate(methods.items()):
         peak = max(float(np.nanmax(np.abs(matrix))), 1e-12)
-        axis = "coloraxis2" if _is_signed(matrix) else "coloraxis"
-        signed |= axis == "coloraxis2"
+        axis = "coloraxis2" if name in signed else "coloraxis"
         add_matrix(fig, matrix / peak, output_tokens, src_tokens, row=index // cols + 1, col=index % cols + 1,
                    colour={"coloraxis": axis}, axis_names=("output", "source"),
                    value_name=f"{name} ÷ its peak {peak:.3g}")
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "of peak")
-    if signed:
+    if set(signed) & set(methods):
         set_colour_axis(fig, "coloraxis2", DIVERGING, -1.0, 1.0, "of peak (signed)")
         fig.update_layout(coloraxis2_colorbar=dict(x=1.1, xanchor="left"))
     line = _line_px(theme)
@@ -59,7 +61,8 @@ def attribution_figure(methods, output_tokens, src_tokens, *, title="Attribution
     return apply_theme(fig, theme, title)
 
 
-def token_attribution_figure(methods, src_tokens, row: int, output_token, *, title="", theme=Theme()):
+def token_attribution_figure(methods: Mapping[str, ArrayLike], src_tokens: Tokens, row: int, output_token: str, *,
+                             title: str = "", theme: Theme = Theme()) -> go.Figure:
     """One output token's attribution by every method: methods (rows) x source tokens (columns).
 
     Each row is that method's row `row`, divided by its largest absolute value so that methods on different scales
@@ -77,7 +80,9 @@ def token_attribution_figure(methods, src_tokens, row: int, output_token, *, tit
     return apply_theme(fig, theme, title or f"Where {output_token!s} comes from, by method")
 
 
-def patching_figure(heads, positions, position_tokens, *, title="Activation patching", theme=Theme()):
+def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, ArrayLike],
+                    position_tokens: Mapping[str, Tokens], *, title: str = "Activation patching",
+                    theme: Theme = Theme()) -> go.Figure:
     """Effects of patching on the measured log-probability, on one diverging scale centred at 0.
 
     heads: attention kind -> (layers, heads); positions: stack ("encoder", "decoder") -> (layers, len(tokens)),
@@ -104,7 +109,8 @@ def patching_figure(heads, positions, position_tokens, *, title="Activation patc
     return apply_theme(fig, theme, title)
 
 
-def logit_lens_figure(stages, positions, top_pieces, top_probs, *, title="Logit lens", theme=Theme()):
+def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, top_probs: ArrayLike, *,
+                      title: str = "Logit lens", theme: Theme = Theme()) -> go.Figure:
     """What each decoder stage would predict: stages (rows) x decoder positions (columns).
 
     Colour = probability of the stage's top piece; the piece is written in its cell (hover adds the runners-up).

@@ -4,7 +4,10 @@ One head's attention is a float array (q_len, k_len): rows are queries, columns 
 kind is (layers, heads, q_len, k_len). Masks reach viz as `blocked`: a dict from a reason name to a bool
 (q_len, k_len) array, True where the cell is blocked for that reason (see masks.mask_reasons).
 """
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 KINDS = ("encoder self", "decoder self", "cross")
 
@@ -18,8 +21,11 @@ PADDED_QUERY = "padded query"
 # weights are not 0); the loss ignores its output, so the figures shade it to say "don't read this row".
 INFORMATIONAL = frozenset({PADDED_QUERY})
 
+Tokens = Sequence[str]  # one label per position: tokens, pieces, words
+Blocked = Mapping[str, ArrayLike]  # reason -> bool (q_len, k_len) mask, True = blocked (see masks.mask_reasons)
 
-def check_matrix(matrix, q_tokens, k_tokens, name="weights") -> np.ndarray:
+
+def check_matrix(matrix: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, name: str = "weights") -> np.ndarray:
     """Return `matrix` as a float array after checking it is (len(q_tokens), len(k_tokens))."""
     matrix = np.asarray(matrix, dtype=float)
     expected = (len(q_tokens), len(k_tokens))
@@ -28,7 +34,7 @@ def check_matrix(matrix, q_tokens, k_tokens, name="weights") -> np.ndarray:
     return matrix
 
 
-def check_stack(stack, q_tokens, k_tokens, name="stack") -> np.ndarray:
+def check_stack(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, name: str = "stack") -> np.ndarray:
     """Return `stack` as a float array after checking it is (layers, heads, len(q_tokens), len(k_tokens))."""
     stack = np.asarray(stack, dtype=float)
     if stack.ndim != 4:
@@ -37,7 +43,7 @@ def check_stack(stack, q_tokens, k_tokens, name="stack") -> np.ndarray:
     return stack
 
 
-def check_blocked(blocked, shape) -> dict[str, np.ndarray]:
+def check_blocked(blocked: Blocked | None, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
     """Return `blocked` (None allowed: nothing blocked) as bool arrays after checking each has `shape`."""
     checked = {}
     for reason, mask in (blocked or {}).items():
@@ -49,7 +55,7 @@ def check_blocked(blocked, shape) -> dict[str, np.ndarray]:
     return checked
 
 
-def union(masks, shape) -> np.ndarray:
+def union(masks: Iterable[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
     """Cells blocked by any of `masks` (all False when there are none)."""
     combined = np.zeros(shape, dtype=bool)
     for mask in masks:
@@ -57,13 +63,15 @@ def union(masks, shape) -> np.ndarray:
     return combined
 
 
-def model_mask(blocked, shape) -> np.ndarray:
+def model_mask(blocked: Blocked | None, shape: tuple[int, ...]) -> np.ndarray:
     """Cells the model masks (their weights are exactly 0): every reason except the informational ones."""
     blocked = check_blocked(blocked, shape)
     return union((mask for reason, mask in blocked.items() if reason not in INFORMATIONAL), shape)
 
 
-def each_kind(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None):
+def each_kind(stacks: Mapping[str, ArrayLike], q_tokens_by_kind: Mapping[str, Tokens],
+              k_tokens_by_kind: Mapping[str, Tokens], blocked_by_kind: Mapping[str, Blocked] | None = None,
+              ) -> Iterator[tuple[str, np.ndarray, Tokens, Tokens, np.ndarray]]:
     """Yield (kind, stack, q_tokens, k_tokens, model_mask) for every kind of `stacks`, each checked.
 
     A key that is not one of KINDS raises ValueError: a typo would otherwise pass silently.

@@ -1,13 +1,17 @@
 """Getting numbers and pictures out: a tidy table of every weight, CSV/Parquet bytes, and the toolbar's export."""
 import io
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 
-from .conventions import each_kind
+from .conventions import Blocked, Tokens, each_kind
 
 
-def tidy_frame(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None) -> pd.DataFrame:
+def tidy_frame(stacks: Mapping[str, ArrayLike], q_tokens_by_kind: Mapping[str, Tokens],
+               k_tokens_by_kind: Mapping[str, Tokens], blocked_by_kind: Mapping[str, Blocked] | None = None,
+               ) -> pd.DataFrame:
     """One row per weight of every head: kind, layer, head, q_pos, q_token, k_pos, k_token, weight, masked.
 
     stacks: kind -> (layers, heads, q_len, k_len); tokens and blocked (optional) keyed by the same kinds.
@@ -40,7 +44,7 @@ def to_parquet_bytes(df: pd.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
-def toolbar_config(image_format="png", filename="attention") -> dict:
+def toolbar_config(image_format: str = "png", filename: str = "attention") -> dict:
     """Plotly config for st.plotly_chart(config=...): the toolbar's camera button saves `filename`.png or .svg
     (PNG at twice the on-screen resolution, sharp on slides), without the Plotly logo."""
     if image_format not in ("png", "svg"):

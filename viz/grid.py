@@ -4,8 +4,10 @@ Each head is drawn as one PNG image (go.Image), not as a heatmap with one SVG ce
 6 x 8 heads that is 3 million cells, which a browser cannot draw and the app cannot ship.
 """
 import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import check_blocked, check_stack
+from .conventions import Blocked, Tokens, check_blocked, check_stack
 from .labels import safe_label, token_range
 from .layout import grid_layout
 from .panels import axis_names, colour_axis, shared_grid, value_range
@@ -20,8 +22,8 @@ HOVER_CELLS = 120_000
 LABEL_EVERY_PANEL = 4
 
 
-def model_view(stack, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True, title="",
-               theme=Theme()):
+def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked: Blocked | None = None,
+               show_masks: bool = True, fixed_scale: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """All heads of `stack` (layers, heads, q_len, k_len) as a layers x heads grid with one colour bar.
 
     Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,

@@ -8,11 +8,14 @@ Clicking a token (a Plotly selection event: its customdata is ("query" or "key",
 the figure again with selected=that token: then only that token's lines are drawn. Hovering a token lists the
 tokens it gives (or gets) the most weight, per head.
 """
+from collections.abc import Sequence
+
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import check_matrix, model_mask
+from .conventions import Blocked, Tokens, check_matrix, model_mask
 from .labels import safe_label
 from .layout import LINE_EM, text_px, widest_px
 from .theme import Theme, apply_theme
@@ -24,8 +27,9 @@ TOP_LINKS = 3  # tokens named in a token's hover, per head
 SIDES = ("query", "key")
 
 
-def head_view(weights, q_tokens, k_tokens, *, head_names=None, blocked=None, selected=None, title="",
-              theme=Theme()) -> go.Figure:
+def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_names: Sequence[str] | None = None,
+              blocked: Blocked | None = None, selected: tuple[str, int] | None = None, title: str = "",
+              theme: Theme = Theme()) -> go.Figure:
     """Lines from each query (left) to each key (right) for every head of `weights` (heads, q_len, k_len), or one
     head (q_len, k_len). head_names: legend names (default "head 0", ...); a legend click hides a head.
     blocked: masks as in head_heatmap; masked pairs get no line. selected: ("query", i) or ("key", j) draws only

@@ -1,8 +1,9 @@
 """Text placed in figures: tokens are user text, so every label goes through safe_label()."""
 import html
+from collections.abc import Sequence
 
 
-def safe_label(text) -> str:
+def safe_label(text: object) -> str:
     """Escape `<`, `>` and `&` so Plotly shows `text` literally instead of reading it as its HTML subset.
 
     Tokens like "<s>" or "</s>" would otherwise vanish (unknown tags) or style the label ("<b>x</b>").
@@ -10,7 +11,7 @@ def safe_label(text) -> str:
     return html.escape(str(text), quote=False)
 
 
-def token_axis(tokens) -> dict:
+def token_axis(tokens: Sequence[object]) -> dict:
     """Axis settings that put one tick per token at its integer position, so duplicated tokens stay distinct.
 
     ticklabeloverflow="allow": Plotly.js otherwise measures every label against the figure's edge to hide those

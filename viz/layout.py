@@ -10,7 +10,9 @@ their tick labels, so they touch neither ticks, titles nor panels.
 Text widths are estimated from glyph widths measured in headless Chromium for DejaVu Sans (what Plotly's default
 font family resolves to on Debian; it is wider than Open Sans), rounded up.
 """
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -29,7 +31,7 @@ MIN_PANEL_EM = 20  # a panel is never smaller than this many font sizes, so shor
 _WIDE, _CAPITAL = set("mwMW@%"), 0.75
 
 
-def text_px(text, font_size) -> float:
+def text_px(text: str, font_size: float) -> float:
     """Estimated width in pixels of `text` (raw, not HTML-escaped) at `font_size`."""
     width = 0.0
     for char in str(text):
@@ -37,11 +39,11 @@ def text_px(text, font_size) -> float:
     return width * font_size
 
 
-def widest_px(texts, font_size) -> float:
+def widest_px(texts: Iterable[object], font_size: float) -> float:
     return max((text_px(text, font_size) for text in texts), default=0.0)
 
 
-def token_font(theme: Theme, axes) -> int:
+def token_font(theme: Theme, axes: Iterable[tuple[int, float]]) -> int:
     """Largest tick font from theme.font_size down to theme.min_font_size at which every (token count, budget px)
     of `axes` fits at TOKEN_STEP_EM per token; theme.min_font_size when none does (the figure then grows)."""
     for font in range(theme.font_size, theme.min_font_size - 1, -1):
@@ -66,7 +68,8 @@ def colour_bar_px(theme: Theme) -> float:
         + LINE_EM * theme.font_size + 10
 
 
-def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, panel_titles=False, **options) -> Fit:
+def lay_out(fig: go.Figure, theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *,
+            panel_titles: bool = False, **options: Any) -> Fit:
     """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable:
     grid_layout's layout applied to `fig`, whose annotations are the panel titles when panel_titles."""
     titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations] if panel_titles else None
@@ -75,8 +78,10 @@ def lay_out(fig: go.Figure, theme: Theme, row_labels, col_labels, *, panel_title
     return fit
 
 
-def grid_layout(theme: Theme, row_labels, col_labels, *, rows=1, cols=1, title="", titles=None, colour_bars=(),
-                label_every_panel=False, token_ticks=False, legend=False) -> tuple[dict, Fit]:
+def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *, rows: int = 1,
+                cols: int = 1, title: str = "", titles: Sequence[str] | None = None,
+                colour_bars: Sequence[tuple[str, int]] = (), label_every_panel: bool = False,
+                token_ticks: bool = False, legend: bool = False) -> tuple[dict, Fit]:
     """The layout (a dict for go.Figure) that sizes a rows x cols grid of token panels (make_subplots order) so
     that every label is readable, and what it chose.
 

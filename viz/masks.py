@@ -4,15 +4,17 @@ The model's own convention is the opposite (True = may attend); mask_reasons() b
 the app knows, and keeps one array per reason so the figures can show why a cell is blocked.
 """
 import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import CAUSAL, INFORMATIONAL, PADDED_QUERY, PADDING, check_blocked, union
+from .conventions import CAUSAL, INFORMATIONAL, PADDED_QUERY, PADDING, Blocked, Tokens, check_blocked, union
 from .layout import lay_out
 from .panels import add_matrix, subplots
 from .theme import Theme, apply_theme
 
 
-def mask_reasons(q_len: int, k_len: int, *, key_is_pad=None, query_is_pad=None, causal: bool = False
-                 ) -> dict[str, np.ndarray]:
+def mask_reasons(q_len: int, k_len: int, *, key_is_pad: ArrayLike | None = None, query_is_pad: ArrayLike | None = None,
+                 causal: bool = False) -> dict[str, np.ndarray]:
     """Build `blocked` for one attention kind: reason name -> bool (q_len, k_len), True = blocked.
 
     key_is_pad: bool (k_len,), True for padding keys -> reason "padding" blocks their columns (the model masks them).
@@ -41,7 +43,8 @@ def _flags(flags, length, name) -> np.ndarray:
     return flags
 
 
-def mask_figure(blocked, q_tokens, k_tokens, *, title="Masks", theme=Theme()):
+def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: str = "Masks",
+                theme: Theme = Theme()) -> go.Figure:
     """The masks alone, for teaching: one panel per reason, then all reasons together (True = blocked).
 
     Each panel uses the overlay colour of its reason, the same as on the attention figures. The "all reasons"

@@ -3,16 +3,20 @@
 Every heatmap of tokens against tokens in viz is drawn by matrix_panel() (through add_matrix() into a plotly figure),
 so ticks, hover and masks look and behave the same in all of them.
 """
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 from plotly.subplots import make_subplots
 
-from .conventions import check_blocked, check_matrix
+from .conventions import Blocked, Tokens, check_blocked, check_matrix
 from .labels import safe_label, token_axis, token_range
-from .theme import css_colour, mask_rgba
+from .theme import Theme, css_colour, mask_rgba
 
 
-def subplots(rows: int, cols: int, titles=(), **kwargs) -> go.Figure:
+def subplots(rows: int, cols: int, titles: Sequence[str] = (), **kwargs: Any) -> go.Figure:
     """make_subplots with escaped panel titles (they may hold user labels)."""
     return make_subplots(rows=rows, cols=cols, subplot_titles=[safe_label(t) for t in titles], **kwargs)
 
@@ -24,7 +28,7 @@ def axis_names(index: int) -> tuple[str, str]:
     return f"x{suffix}", f"y{suffix}"
 
 
-def shared_grid(rows: int, cols: int, titles, theme) -> dict:
+def shared_grid(rows: int, cols: int, titles: Sequence[str], theme: Theme) -> dict:
     """The layout make_subplots(rows, cols, shared_xaxes=True, shared_yaxes=True, subplot_titles=titles) makes, as
     a dict for go.Figure: each column's x axes match its bottom one, each row's y axes its first, the titles are
     escaped annotations in the theme's font. layout.grid_layout gives the domains and places the titles."""
@@ -44,34 +48,34 @@ def shared_grid(rows: int, cols: int, titles, theme) -> dict:
     return layout
 
 
-def value_range(values, fixed_scale: bool) -> tuple[float, float]:
+def value_range(values: ArrayLike, fixed_scale: bool) -> tuple[float, float]:
     """(0, 1) for attention weights on the fixed scale; otherwise the data's own range."""
     values = np.asarray(values, dtype=float)
     return (0.0, 1.0) if fixed_scale else (float(np.nanmin(values)), float(np.nanmax(values)))
 
 
-def symmetric_limit(values) -> float:
+def symmetric_limit(values: ArrayLike) -> float:
     """Half-width of a diverging scale centred at 0 that holds every value (positive even when all are 0)."""
     return max(float(np.nanmax(np.abs(values))), 1e-12)
 
 
-def colour_axis(name, colorscale, cmin, cmax, title) -> dict:
+def colour_axis(name: str, colorscale: str | list, cmin: float, cmax: float, title: str) -> dict:
     """The layout of the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title
     is written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
     colorbar = dict(title=dict(text=safe_label(title), side="right"), thickness=14)
     return {name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)}
 
 
-def set_colour_axis(fig, name, colorscale, cmin, cmax, title):
+def set_colour_axis(fig: go.Figure, name: str, colorscale: str | list, cmin: float, cmax: float, title: str) -> None:
     fig.update_layout(colour_axis(name, colorscale, cmin, cmax, title))
 
 
-def has_legend(fig) -> bool:
+def has_legend(fig: go.Figure) -> bool:
     """Whether any trace of `fig` has a legend entry (the mask overlays do)."""
     return any(trace.showlegend for trace in fig.data)
 
 
-def mask_note(blocked, shape) -> np.ndarray:
+def mask_note(blocked: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
     """Per cell, the hover line naming the reasons it is blocked for ("" where none)."""
     note = np.full(shape, "", dtype=object)
     for reason, mask in blocked.items():
@@ -110,8 +114,9 @@ def _heatmap(matrix, row_tokens, col_tokens, blocked, *, colour=None, axis_names
                 **(colour or {"coloraxis": "coloraxis"}))
 
 
-def matrix_panel(index, matrix, row_tokens, col_tokens, *, blocked=None, show_masks=True, show_legend=True,
-                 **heatmap) -> tuple[list[dict], dict]:
+def matrix_panel(index: int, matrix: ArrayLike, row_tokens: Tokens, col_tokens: Tokens, *,
+                 blocked: Blocked | None = None, show_masks: bool = True, show_legend: bool = True,
+                 **heatmap: Any) -> tuple[list[dict], dict]:
     """A token-labelled heatmap panel, as dicts: (its traces on grid panel `index`'s axes (make_subplots order),
     those axes' layout entries). Figures built in one go (layout.grid_layout, theme.themed_figure) take these as
     they are; add_matrix adds them to a plotly figure.
@@ -132,7 +137,8 @@ def matrix_panel(index, matrix, row_tokens, col_tokens, *, blocked=None, show_ma
     return [{**trace, "xaxis": x_id, "yaxis": y_id} for trace in traces], axes
 
 
-def add_matrix(fig, matrix, row_tokens, col_tokens, *, row=1, col=1, **panel):
+def add_matrix(fig: go.Figure, matrix: ArrayLike, row_tokens: Tokens, col_tokens: Tokens, *, row: int = 1,
+               col: int = 1, **panel: Any) -> None:
     """matrix_panel drawn in the subplot at (row, col) of `fig` (options as matrix_panel's)."""
     traces, axes = matrix_panel(0, matrix, row_tokens, col_tokens, **panel)
     for trace in traces:

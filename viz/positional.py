@@ -1,6 +1,9 @@
 """Views of the model's positional encoding matrix pe (positions, d_model), as the app passes it."""
+from collections.abc import Sequence
+
 import numpy as np
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
 from .panels import set_colour_axis, subplots, symmetric_limit
 from .theme import DIVERGING, Theme, apply_theme
@@ -24,7 +27,7 @@ def _signed_heatmap(values, hovertemplate, x_title, y_title, colour_title, theme
     return apply_theme(fig, theme, title)
 
 
-def pe_heatmap(pe, *, title="Positional encoding", theme=Theme()) -> go.Figure:
+def pe_heatmap(pe: ArrayLike, *, title: str = "Positional encoding", theme: Theme = Theme()) -> go.Figure:
     """pe as positions (rows, top to bottom) x dimensions (columns), on a scale centred at 0."""
     return _signed_heatmap(_check_pe(pe), "position %{y}<br>dimension %{x}<br>value %{z:.4g}", "dimension",
                            "position", "value", theme, title)
@@ -36,8 +39,8 @@ def default_pe_dims(d_model: int) -> list[int]:
     return sorted({2 * (d_model * quarter // 8) for quarter in range(4)})
 
 
-def pe_curves(pe, dims=None, positions=None, *, title="Positional encoding by dimension",
-              theme=Theme()) -> go.Figure:
+def pe_curves(pe: ArrayLike, dims: Sequence[int] | None = None, positions: Sequence[int] | None = None, *,
+              title: str = "Positional encoding by dimension", theme: Theme = Theme()) -> go.Figure:
     """One line per dimension in `dims` (default default_pe_dims): its value against position. positions: the
     positions to plot (default all)."""
     pe = _check_pe(pe)
@@ -55,7 +58,8 @@ def pe_curves(pe, dims=None, positions=None, *, title="Positional encoding by di
     return apply_theme(fig, theme, title)
 
 
-def pe_similarity(pe, *, cosine=False, title=None, theme=Theme()) -> go.Figure:
+def pe_similarity(pe: ArrayLike, *, cosine: bool = False, title: str | None = None, theme: Theme = Theme()
+                  ) -> go.Figure:
     """PE·PEᵀ: how alike the encodings of two positions are (cosine=True: of unit-length encodings)."""
     pe = _check_pe(pe)
     if cosine:

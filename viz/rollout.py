@@ -4,6 +4,10 @@ Each layer mixes positions by its head-averaged attention and keeps the rest thr
 rollout models that as A' = 0.5·A + 0.5·I (rows renormalised) and multiplies the layers.
 """
 import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
+
+from .conventions import Tokens
 
 from .layout import lay_out
 from .panels import add_matrix, set_colour_axis, subplots
@@ -23,7 +27,7 @@ def _with_residual(attention) -> np.ndarray:
     return mixed / mixed.sum(axis=1, keepdims=True)
 
 
-def encoder_rollout(self_stack) -> np.ndarray:
+def encoder_rollout(self_stack: ArrayLike) -> np.ndarray:
     """Rollout of self-attention (layers, heads, n, n) -> (n, n): row i = share of each input token in the
     last layer's output at position i. R = A'_{L-1} · ... · A'_1 · A'_0 (layer 0 is applied first)."""
     layers = _mean_heads(self_stack, "self_stack")
@@ -33,7 +37,7 @@ def encoder_rollout(self_stack) -> np.ndarray:
     return rollout
 
 
-def decoder_source_rollout(dec_self_stack, cross_stack, enc_rollout) -> np.ndarray:
+def decoder_source_rollout(dec_self_stack: ArrayLike, cross_stack: ArrayLike, enc_rollout: ArrayLike) -> np.ndarray:
     """Share of each source token in the decoder's output positions: (tgt_len, src_len).
 
     dec_self_stack: (layers, heads, tgt, tgt); cross_stack: (layers, heads, tgt, src); enc_rollout: (src, src)
@@ -57,7 +61,8 @@ def decoder_source_rollout(dec_self_stack, cross_stack, enc_rollout) -> np.ndarr
     return source
 
 
-def rollout_figure(matrix, q_tokens, k_tokens, *, title="Attention rollout", theme=Theme()):
+def rollout_figure(matrix: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, title: str = "Attention rollout",
+                   theme: Theme = Theme()) -> go.Figure:
     """A rollout matrix: output positions (rows) x input tokens (columns), on a 0-to-max scale."""
     fig = subplots(1, 1)
     add_matrix(fig, matrix, q_tokens, k_tokens, axis_names=("position", "token"), value_name="rollout")

@@ -1,9 +1,12 @@
 """Head statistics: one tidy row of numbers per head, a rule-based role, and a scatter plot of them."""
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
-from .conventions import EOS_TOKEN, KINDS, PAD_TOKEN, each_kind
+from .conventions import EOS_TOKEN, KINDS, PAD_TOKEN, Blocked, Tokens, each_kind
 from .theme import Theme, apply_theme
 
 # (role, statistic, threshold): a head gets the first role whose statistic is above its threshold, else "".
@@ -21,7 +24,9 @@ _KIND_SYMBOLS = dict(zip(KINDS, ("circle", "square", "diamond")))
 SCATTER_CAPTION = "One point per head: its colour is its layer, its shape its kind (see the legend)."
 
 
-def head_statistics(stacks, q_tokens_by_kind, k_tokens_by_kind, blocked_by_kind=None) -> pd.DataFrame:
+def head_statistics(stacks: Mapping[str, ArrayLike], q_tokens_by_kind: Mapping[str, Tokens],
+                    k_tokens_by_kind: Mapping[str, Tokens], blocked_by_kind: Mapping[str, Blocked] | None = None,
+                    ) -> pd.DataFrame:
     """One row per head of every stack: kind, layer, head (0-based), the statistics below and `role`.
 
     stacks: kind -> (layers, heads, q_len, k_len); tokens and blocked (optional) keyed by the same kinds.
@@ -73,7 +78,8 @@ def _head_statistics(weights, q_tokens, k_tokens, masked) -> dict[str, float]:
     }
 
 
-def statistics_scatter(df, x="entropy", y="mean_distance", *, title="Heads", theme=Theme()) -> go.Figure:
+def statistics_scatter(df: pd.DataFrame, x: str = "entropy", y: str = "mean_distance", *, title: str = "Heads",
+                       theme: Theme = Theme()) -> go.Figure:
     """Heads of head_statistics() as points of statistic `x` against `y`: colour = layer, symbol = kind; the
     legend names both (the kinds in grey, by their symbol). SCATTER_CAPTION says so without asking to hover."""
     missing = [column for column in (x, y) if column not in df.columns]

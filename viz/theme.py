@@ -83,17 +83,17 @@ def _template(name: str) -> dict:
     return template
 
 
-def mask_rgba(reason) -> tuple:
+def mask_rgba(reason: str) -> tuple:
     """(r, g, b, alpha) of the overlay drawn over cells blocked for `reason`."""
     return MASK_COLOURS.get(reason, OTHER_MASK_COLOUR)
 
 
-def css_colour(rgba) -> str:
+def css_colour(rgba: tuple) -> str:
     """An (r, g, b, alpha) tuple as the CSS colour string Plotly takes."""
     return "rgba({}, {}, {}, {})".format(*rgba)
 
 
-def colour_table(colorscale, n: int) -> np.ndarray:
+def colour_table(colorscale: str | list, n: int) -> np.ndarray:
     """`n` colours (n, 3), floats 0-255, sampled evenly along a Plotly colour scale (a name or [[pos, colour]])
     by linear interpolation in RGB, as Plotly.js does, so images drawn with it match the figure's colour bar."""
     stops = plotly.colors.get_colorscale(colorscale) if isinstance(colorscale, str) else colorscale

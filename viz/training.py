@@ -1,18 +1,22 @@
 """Training dynamics: one head across training snapshots, and the loss curves."""
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
 
+from .conventions import Blocked, Tokens
 from .labels import safe_label
 from .layout import BUDGET_PX, TOKEN_STEP_EM, grid_layout
 from .panels import colour_axis, matrix_panel, shared_grid, subplots, value_range
 from .theme import Theme, apply_theme, merged, theme_layout, themed_figure
 
 
-def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=True, fixed_scale=True,
-                     columns=4, title="", theme=Theme()) -> go.Figure:
+def snapshots_figure(snapshots: Sequence[tuple[str, ArrayLike]], q_tokens: Tokens, k_tokens: Tokens, *,
+                     blocked: Blocked | None = None, show_masks: bool = True, fixed_scale: bool = True,
+                     columns: int = 4, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """The same head at several points of training: `snapshots` is a list of (label, weights (q_len, k_len)),
     drawn in order as small multiples, at most `columns` per row, on one shared colour scale. Long inputs get
     fewer per row (as many as fit the theme's width at the smallest readable labels): the figure then grows
@@ -47,7 +51,7 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     return themed_figure(traces, layout, theme)
 
 
-def series_name(key, metric_name=None) -> str:
+def series_name(key: str, metric_name: str | None = None) -> str:
     """A history key as a legend reads it: "dev_metric" -> "dev BLEU" (with metric_name "BLEU"), "train_loss" ->
     "train loss"."""
     if key == "dev_metric" and metric_name:
@@ -55,7 +59,8 @@ def series_name(key, metric_name=None) -> str:
     return str(key).replace("_", " ")
 
 
-def loss_curve(history, *, metric_name=None, title="Training", theme=Theme()) -> go.Figure:
+def loss_curve(history: Sequence[Mapping[str, float]], *, metric_name: str | None = None, title: str = "Training",
+               theme: Theme = Theme()) -> go.Figure:
     """Curves of a training history: a list of dicts such as {"step", "train_loss", "dev_loss", "dev_metric"}.
 
     Every numeric key but "step" becomes a line, drawn only at the entries that have it (dev values are usually

@@ -10,8 +10,9 @@ words (q_words, k_words):
 A word cell is blocked for a reason only if every piece pair under it is.
 """
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .conventions import EOS_TOKEN, PAD_TOKEN, check_blocked
+from .conventions import EOS_TOKEN, PAD_TOKEN, Blocked, Tokens, check_blocked
 
 SPECIAL_TOKENS = frozenset({"<s>", EOS_TOKEN, PAD_TOKEN, "<unk>"})
 WORD_START = "▁"
@@ -20,7 +21,7 @@ PRODUCES_CAPTION = ("Decoder rows read “input → output”: row t holds the p
                     "query) and the piece it produces there, the next one of the output.")
 
 
-def word_groups(pieces) -> list[list[int]]:
+def word_groups(pieces: Tokens) -> list[list[int]]:
     """The piece positions of each word, in order: ["<s>", "▁Il", "▁lis", "ait", "."] -> [[0], [1], [2, 3], [4]].
     "." continues "ait" as it has no "▁"."""
     groups = []
@@ -35,7 +36,7 @@ def word_groups(pieces) -> list[list[int]]:
     return groups
 
 
-def word_labels(pieces) -> list[str]:
+def word_labels(pieces: Tokens) -> list[str]:
     """Each word as its pieces joined: ["▁lis", "ait"] -> "▁lisait"."""
     return ["".join(str(pieces[position]) for position in group) for group in word_groups(pieces)]
 
@@ -49,7 +50,7 @@ def _membership(pieces) -> np.ndarray:
     return membership
 
 
-def merge_words(weights, q_pieces, k_pieces):
+def merge_words(weights: ArrayLike, q_pieces: Tokens, k_pieces: Tokens) -> tuple[np.ndarray, list[str], list[str]]:
     """Weights (..., q_len, k_len) -> (..., q_words, k_words), with the word labels of both axes.
 
     Keys are summed over a word's pieces, queries averaged (see the module docstring). Works on one head or on a
@@ -65,7 +66,7 @@ def merge_words(weights, q_pieces, k_pieces):
     return merged, word_labels(q_pieces), word_labels(k_pieces)
 
 
-def merge_blocked(blocked, q_pieces, k_pieces) -> dict[str, np.ndarray]:
+def merge_blocked(blocked: Blocked, q_pieces: Tokens, k_pieces: Tokens) -> dict[str, np.ndarray]:
     """`blocked` (reason -> bool (q_len, k_len)) at word level: a word cell is blocked when all its pieces are."""
     blocked = check_blocked(blocked, (len(q_pieces), len(k_pieces)))
     queries, keys = _membership(q_pieces), _membership(k_pieces)
@@ -73,7 +74,7 @@ def merge_blocked(blocked, q_pieces, k_pieces) -> dict[str, np.ndarray]:
     return {reason: queries.T @ mask.astype(float) @ keys == cells for reason, mask in blocked.items()}
 
 
-def produces_labels(decoder_inputs, outputs) -> list[str]:
+def produces_labels(decoder_inputs: Tokens, outputs: Tokens) -> list[str]:
     """Row labels for decoder self- and cross-attention: "<s> → ▁Elle", the piece each row reads and the one it
     produces (row t predicts output t). Rows past the output (padding) keep their input piece alone."""
     return [f"{piece} → {outputs[row]}" if row < len(outputs) else str(piece)

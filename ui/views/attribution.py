@@ -1,8 +1,7 @@
 """Is attention explanation? Eight attribution methods side by side for one output piece of this input, every piece
-by every method on request, and how faithful each method was measured to be (the README's table)."""
+by every method on request, and how faithful each method was measured to be (checkpoints/faithfulness.json)."""
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 import viz
@@ -11,30 +10,6 @@ from ui.state import settle
 from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
-
-# What each method is, in a sentence (transformer/attribution.py has the formulas).
-METHOD_NOTES = {
-    "attention_last": "cross-attention weights of the last decoder layer, heads averaged.",
-    "attention_mean": "cross-attention weights averaged over every layer and head.",
-    "value_norms": "‖Σ α·f(x)‖ of the last cross-attention layer: how far each source token's weighted value vector "
-                   "actually moves the output (Kobayashi et al. 2020), not just how much weight it gets.",
-    "rollout": "attention multiplied through every layer of all three kinds, the residual counted as half (Abnar & "
-               "Zuidema 2020).",
-    "flow": "the same graph as rollout with weights as capacities: the maximum flow from the output to each source "
-            "token (Abnar & Zuidema 2020).",
-    "alti_plus": "each token's share of every attention block's output vector (attention, residual and norm), "
-                 "rolled out over the layers (Ferrando et al. 2022).",
-    "input_x_gradient": "embedding × gradient of the output's log-probability: a one-point, signed local estimate.",
-    "integrated_gradients": "the gradient integrated from a zero embedding to the real one (Sundararajan et al. 2017); "
-                            "signed, and its row sums to the change of the log-probability.",
-}
-
-
-def table(lines: tuple[str, ...]) -> pd.DataFrame:
-    """A Markdown table's lines as a DataFrame (its second line is the separator)."""
-    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
-    return pd.DataFrame(rows[2:], columns=rows[0])
-
 
 def render(page: Page) -> None:
     decoded = page.default_translation()
@@ -56,17 +31,19 @@ def render(page: Page) -> None:
     every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
     if overview_open:
         with every:
-            show_figure(page, once(viz.attribution_figure, chosen, outputs, src, title="Attribution by method",
-                                   theme=page.theme), "attribution-methods")
+            signed = tuple(name for name in chosen if page.attribution_methods[name].signed)
+            show_figure(page, once(viz.attribution_figure, chosen, outputs, src, signed=signed,
+                                   title="Attribution by method", theme=page.theme), "attribution-methods")
             st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each "
                        "panel is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     st.markdown("**The methods**")
     for name in chosen:
-        st.text(f"{name}: {METHOD_NOTES[name]}")
-    lines = page.faithfulness_table()
-    if lines:
+        method = page.attribution_methods[name]
+        st.text(f"{name}: {method.note} ({method.citation})")
+    faithfulness = page.faithfulness_table()
+    if faithfulness is not None:
         st.markdown("**How faithful each method is** (measured by `python -m transformer.faithfulness`)")
-        st.dataframe(table(lines), hide_index=True)
+        st.dataframe(faithfulness, hide_index=True)
         st.caption("“top = true”: share of output pieces whose top-attributed source token is the true one "
                    "(reverse, dates). “drop k”: mean fall of the output piece's probability when its k "
                    "top-attributed source tokens are deleted; random deletes k random tokens.")
