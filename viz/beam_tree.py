@@ -4,7 +4,12 @@ their parents, each parent's most likely first. Only as many columns as fit `wid
 steps that holds the selected hypothesis (its caller offers the others)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import plotly.graph_objects as go
+
+from .conventions import Tokens
 
 from .labels import safe_label
 from .layout import LINE_EM, text_px
@@ -18,7 +23,7 @@ KEPT = {False: "rgb(31, 119, 180)", True: "rgb(120, 180, 240)"}  # key: dark
 PRUNED = {False: "rgb(170, 170, 170)", True: "rgb(110, 110, 110)"}
 
 
-def node_label(piece, score: float) -> str:
+def node_label(piece: str, score: float) -> str:
     return f"{piece} {score:.2f}".replace("-", "−")
 
 
@@ -27,14 +32,15 @@ def tree_font(theme: Theme) -> int:
     return (theme.min_font_size + theme.font_size) // 2
 
 
-def depths_of(parents) -> np.ndarray:
+def depths_of(parents: Sequence[int]) -> np.ndarray:
     depth = np.zeros(len(parents), dtype=int)
     for node, parent in enumerate(parents):  # parents come before their children
         depth[node] = 0 if parent < 0 else depth[parent] + 1
     return depth
 
 
-def tree_window(labels, parents, selected: int, width_px: float, theme: Theme = Theme()) -> range:
+def tree_window(labels: Sequence[str], parents: Sequence[int], selected: int, width_px: float,
+                theme: Theme = Theme()) -> range:
     """The steps (depths) drawn: as many columns as fit `width_px`, the selected node's as central as the tree
     allows."""
     font, depth = tree_font(theme), depths_of(parents)
@@ -51,8 +57,9 @@ def tree_window(labels, parents, selected: int, width_px: float, theme: Theme = 
     return range(start, end + 1)
 
 
-def beam_tree_figure(pieces, parents, scores, kept, chosen, *, selected: int | None = None, width_px: float = 900,
-                     finals=None, theme: Theme = Theme()):
+def beam_tree_figure(pieces: Tokens, parents: Sequence[int], scores: Sequence[float], kept: Sequence[bool],
+                     chosen: Sequence[int], *, selected: int | None = None, width_px: float = 900,
+                     finals: Sequence[float] | None = None, theme: Theme = Theme()) -> go.Figure:
     """pieces: each hypothesis's last piece (the root's is <s>); parents: the index of the one it extends (-1: the
     root; parents come first); scores: summed log-probabilities, shown beside each piece; kept: made the beam at its
     step; chosen: the path of the hypothesis beam search returns, root first; finals: the final scores, for hover.

@@ -3,6 +3,10 @@ top-k / top-p truncation (what the piece is drawn from), as grouped bars, one ro
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
+from numpy.typing import ArrayLike
+
+from .conventions import Tokens
 
 from .labels import safe_label
 from .layout import LINE_EM, widest_px
@@ -16,8 +20,8 @@ BOTTOM_EM = 2 + 3 * LINE_EM  # under the bars: the axis, then the legend, one st
 ROW_EM = 2.4  # a piece's three bars and the gap to the next, in font sizes
 
 
-def distribution_figure(pieces, probs, drawn: int | None, *, title: str = "", width_px: float = 900,
-                        theme: Theme = Theme()):
+def distribution_figure(pieces: Tokens, probs: ArrayLike, drawn: int | None, *, title: str = "",
+                        width_px: float = 900, theme: Theme = Theme()) -> go.Figure:
     """pieces: the pieces shown, most likely first (the last may be a bin for all the others); probs: (3, pieces)
     each piece's probability by the model, after temperature, after truncation; drawn: the index of the piece drawn
     (its label says so) or None. The figure is at most `width_px` wide."""
