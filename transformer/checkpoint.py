@@ -19,7 +19,7 @@ import re
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -181,14 +181,30 @@ def load_weights(path: Path, folder: Path, expected: dict[str, torch.Tensor]) ->
     max_bytes = 4 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
     with open_regular(path, folder, max_bytes) as file:
         check_torch_zip(file, path, max_members=2 * len(expected) + 16)
-        try:
-            state = torch.load(file, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as error:
-            raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({error})") from None
-        except Exception as error:  # truncated or not a torch file at all
-            raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: {error})") from None
+        state = torch_load(file, path)
     check_state(state, expected, path)
     return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}
+
+
+def torch_load(file: BinaryIO, path: Path) -> object:
+    """torch.load(weights_only=True) of a file that passed check_torch_zip; its errors as CheckpointError, without
+    torch's advice to load the file with weights_only=False (which would run any code the file holds)."""
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({_first_reason(error)})") from None
+    except Exception as error:  # truncated or not a torch file at all
+        raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: "
+                              f"{_first_reason(error)})") from None
+
+
+def _first_reason(error: Exception) -> str:
+    """The line of a torch.load error that says what is wrong (torch's own message goes on to advise retrying with
+    weights_only=False)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    reason = next((line.partition("error:")[2].strip() for line in lines if "WeightsUnpickler error:" in line),
+                  lines[0] if lines else type(error).__name__)
+    return reason if "weights_only" not in reason else "the file holds more than a state dict of tensors"
 
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
