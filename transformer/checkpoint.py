@@ -8,17 +8,25 @@ against the config (names, shapes, dtypes, storage sizes, finite values) before 
 raises `CheckpointError` naming the file and the field. `checkpoint_status` says which folders would load without
 reading any weights. A folder of checkpoints is listed with `checkpoint_folders`, and a name from a user (a link, a
 picker) becomes a path only through `resolve_checkpoint`, which never leads outside that folder.
+
+Writing (training, conversion) never changes a checkpoint in place: the new folder is written whole beside it under a
+hidden name and renamed into place under a lock (`writer_lock`, `commit_checkpoint`), and an existing checkpoint is
+replaced only when the writer was told to (`check_replaceable`).
 """
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
 import pickle
 import re
+import shutil
+import signal
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple
 
 import torch
@@ -117,7 +125,9 @@ class ModelCard:
         return cls(**values)
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        """Written beside and renamed into place: a card being updated (evaluate --record) is never half there."""
+        text = json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n"
+        save_atomically(lambda temporary: temporary.write_text(text, encoding="utf-8"), path)
 
 
 def _check_snapshot_entry(snapshot: object, where: str) -> None:
@@ -520,6 +530,96 @@ def checkpoint_version(path: str | Path) -> int:
     return max(stamps)
 
 
+# ---------------------------------------------------------------------------------------------- writing safely
+# A checkpoint is written whole into a hidden sibling folder (.NAME.training, .NAME.converting) and then renamed into
+# place, under a lock that one writer at a time holds: an interrupted or failed write leaves the folder as it was,
+# and a folder is replaced (snapshots and all) only when the writer was told to.
+
+def staging_folder(path: Path, purpose: str) -> Path:
+    """Where the checkpoint `path` is written before it is put in place: `.NAME.PURPOSE` beside it, which
+    checkpoint_folders never lists (a hidden name)."""
+    return path.parent / f".{path.name}.{purpose}"
+
+
+def check_replaceable(path: Path, replace: bool) -> None:
+    """CheckpointError unless writing the checkpoint `path` replaces nothing, or `replace` allows it: nothing there
+    and an empty folder are fine; a folder with files in it needs `replace`; anything else (a file, a symlink) is
+    never replaced."""
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise CheckpointError(f"{path}: exists and is not a folder; nothing was written")
+    if not replace and any(path.iterdir()):
+        raise CheckpointError(f"{path}: a checkpoint (or other files) is already there; nothing was written. Give "
+                              "--replace to replace it whole, or another folder")
+
+
+@contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """The right to write the checkpoint `path`, held until the block ends; a second writer to the same folder is
+    refused at once. An flock on the hidden file .NAME.lock beside it: the kernel releases it when the process ends,
+    however it ends, so a killed writer leaves no stale lock. The lock also finishes a replacement that a killed
+    writer left halfway (see commit_checkpoint)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / f".{path.name}.lock"
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise CheckpointError(f"{path}: another process is writing this checkpoint (it holds {lock}); nothing was "
+                              "written") from None
+    try:
+        replaced = staging_folder(path, "replaced")
+        if os.path.lexists(replaced):
+            if os.path.lexists(path):
+                shutil.rmtree(replaced)
+            else:  # killed between commit_checkpoint's two renames: the old checkpoint goes back
+                os.rename(replaced, path)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM received inside the block take effect when it ends (handlers run in the main thread only:
+    elsewhere the block runs as it is)."""
+    received: list[int] = []
+    try:
+        previous = {number: signal.signal(number, lambda number, frame: received.append(number))
+                    for number in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread, where signals are handled
+        previous = {}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in received:
+            signal.raise_signal(number)
+
+
+def commit_checkpoint(staging: Path, path: Path) -> None:
+    """Put the complete checkpoint folder `staging` in the place of `path` (nothing, an empty folder, or an old
+    checkpoint, which goes whole: snapshots too). Call under writer_lock. SIGINT and SIGTERM wait until both renames
+    are done, so an interrupt leaves either the old folder or the new one; a process killed outright between them
+    leaves the old one as .NAME.replaced, which the next writer_lock puts back."""
+    replaced = staging_folder(path, "replaced")
+    with signals_deferred():
+        if os.path.lexists(path):
+            os.rename(path, replaced)
+        os.rename(staging, path)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def save_atomically(write: Callable[[Path], None], path: Path) -> None:
+    """write(a temporary path beside `path`), then rename it to `path`: no reader (nor --resume) sees half a file."""
+    temporary = path.with_name(f".{path.name}.partial")
+    write(temporary)
+    os.replace(temporary, path)
+
+
 def write_source_words(path: str | Path, source_texts: Iterable[str]) -> None:
     """The folder's word list (see read_source_words) from the texts the model was trained to read."""
     word_list = sorted({word for text in source_texts for word in words(text)})
@@ -537,7 +637,7 @@ def save_checkpoint(
     if source_texts is not None:
         write_source_words(path, source_texts)
     model.config.save(path / CONFIG_FILE)
-    torch.save(model.state_dict(), path / WEIGHTS_FILE)
+    save_atomically(lambda temporary: torch.save(model.state_dict(), temporary), path / WEIGHTS_FILE)
     for tokenizer, file in ((src_tokenizer, SRC_TOKENIZER_FILE), (tgt_tokenizer, TGT_TOKENIZER_FILE)):
         if tokenizer.path.resolve() != (path / file).resolve():
             (path / file).write_bytes(tokenizer.path.read_bytes())
