@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, TypeVar
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -40,10 +40,11 @@ from .masks import decoder_lengths
 from .device import atlas_device, model_device
 from .model import Transformer
 from .record import AttentionRecord
-from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
-                     MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS, MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES,
-                     MAX_WORD_LIST_BYTES, WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number,
-                     check_text, check_torch_zip, open_regular, read_bytes, read_json)
+from .safety import (BYTES_PER_ATTENTION_VALUE, MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES,
+                     MAX_HISTORY, MAX_HISTORY_KEYS, MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS,
+                     MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES, MAX_WORD_LIST_BYTES, MIN_PASS_TOKENS, PASS_BUDGET_BYTES,
+                     WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
+                     check_torch_zip, open_regular, read_bytes, read_json)
 from .tasks import input_warnings
 from .tokenizer import Tokenizer, VocabTokenizer
 
@@ -55,6 +56,7 @@ SNAPSHOT_DIR = "snapshots"
 SOURCE_WORDS_FILE = "source_words.txt"
 MAX_UNSEEN_NAMED = 5  # words a warning quotes; it counts the rest
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+T = TypeVar("T")
 
 
 @dataclass
@@ -184,6 +186,33 @@ def expected_state(config: TransformerConfig, source: Path) -> dict[str, torch.T
     return model.state_dict()
 
 
+def attention_values(config: TransformerConfig, src_len: int, tgt_len: int) -> int:
+    """How many attention values one captured pass over (src_len, tgt_len) tokens records: every layer and head of
+    the encoder's self-attention (src x src), the decoder's (tgt x tgt) and its cross-attention (tgt x src)."""
+    return config.num_heads * (config.num_encoder_layers * src_len ** 2
+                               + config.num_decoder_layers * (tgt_len ** 2 + tgt_len * src_len))
+
+
+def pass_length(config: TransformerConfig) -> int:
+    """The longest source and decoder sequence (tokens) whose captured pass fits PASS_BUDGET_BYTES; at most max_len."""
+    length = config.max_len
+    while length > 1 and attention_values(config, length, length) * BYTES_PER_ATTENTION_VALUE > PASS_BUDGET_BYTES:
+        length -= 1
+    return length
+
+
+def check_pass_budget(config: TransformerConfig, source: Path) -> int:
+    """pass_length(config); CheckpointError when not even MIN_PASS_TOKENS fit (nothing useful could be shown)."""
+    length = pass_length(config)
+    if length < min(MIN_PASS_TOKENS, config.max_len):
+        shortest = min(MIN_PASS_TOKENS, config.max_len)
+        need = attention_values(config, shortest, shortest) * BYTES_PER_ATTENTION_VALUE
+        raise CheckpointError(f"{source}: one pass over {shortest} tokens would record {need:,} bytes of attention "
+                              f"({config.num_encoder_layers} + {config.num_decoder_layers} layers x "
+                              f"{config.num_heads} heads x length²), more than the {PASS_BUDGET_BYTES:,} allowed")
+    return length
+
+
 def load_weights(path: Path, folder: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The state_dict in `path`, checked against `expected` (names, shapes, dtypes, storage sizes, finite values)
     before any tensor is converted, then converted to fp32. Only tensors are unpickled (weights_only), the file must
@@ -310,6 +339,7 @@ class Checkpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: no such checkpoint folder")
         self.config = read_config(self.path)
+        self.pass_len = check_pass_budget(self.config, self.path / CONFIG_FILE)  # inputs are cut to this many tokens
         self.card = read_card(self.path)
         self._expected = expected_state(self.config, self.path / CONFIG_FILE)
         self.src_tokenizer = read_tokenizer(self.path, SRC_TOKENIZER_FILE, self.config.src_vocab_size)
@@ -336,7 +366,7 @@ class Checkpoint:
     def _source(self, text: str) -> tuple[list[int], int]:
         """The encoder's ids for `text` and how many pieces were cut off to fit max_len; ValueError (a message for
         the user) when nothing of it is left to read."""
-        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.config.max_len, self.config.eos_id)
+        ids, cut = source_ids(self.src_tokenizer, self._checked(text), self.pass_len, self.config.eos_id)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
@@ -362,7 +392,7 @@ class Checkpoint:
         if side == "src":
             return self._source(text)[0]
         if side == "tgt":
-            return target_ids(self.tgt_tokenizer, self._checked(text), self.config.max_len, self.config.bos_id,
+            return target_ids(self.tgt_tokenizer, self._checked(text), self.pass_len, self.config.bos_id,
                               self.config.eos_id)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
@@ -381,6 +411,10 @@ class Checkpoint:
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
         reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
+        if self.pass_len < self.config.max_len:  # the memory budget, not the model, sets the limit
+            reads = (f"at most {self.pass_len - 1} pieces here: a pass over more would record more attention "
+                     f"({self.config.num_encoder_layers} + {self.config.num_decoder_layers} layers x "
+                     f"{self.config.num_heads} heads x length²) than this server allows")
         if bounded(text, self.config.max_len)[1]:
             limit = self.config.max_len * MAX_CHARS_PER_TOKEN
             warnings.append(f"The input is longer than this model reads ({reads}): the characters after the first "
@@ -410,19 +444,30 @@ class Checkpoint:
         src = torch.tensor([ids], device=model_device(model))
         decoding = self.card.decoding
         limit = output_limit(len(ids)) if max_len is None else max_len
-        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(
+        if type(limit) is int:  # anything else: greedy and beam_search refuse it with a message
+            limit = min(limit, self.pass_len)
+        decoded = within_memory(lambda: greedy(model, src, limit) if beam_size == 1 else beam_search(
             model, src, beam_size, limit, decoding.get("length_penalty", 0.6),
-            coverage_penalty=decoding.get("coverage_penalty", 0.0))
+            coverage_penalty=decoding.get("coverage_penalty", 0.0)))
         sequence = decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()  # no trailing padding
         if sequence[-1] != self.config.eos_id:
             where = (f"twice the input's length plus 10 tokens (the input: {len(ids)} tokens with </s>)"
-                     if max_len is None and limit < self.config.max_len else
+                     if max_len is None and limit < self.pass_len else
                      f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
             warnings.append(f"The model did not end its output: decoding stopped it after {len(sequence) - 1} pieces, "
                             f"at {where}.")
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
-        with torch.no_grad(), capture(model) as record:
-            probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
+
+        def captured() -> tuple[torch.Tensor, AttentionRecord]:
+            with torch.no_grad(), capture(model) as record:
+                return model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu(), record  # (tgt_len, vocab)
+
+        probs, record = within_memory(captured)
+        if not bool(torch.isfinite(probs).all()):
+            first = next((key for key in record if not bool(torch.isfinite(record[key]).all())), None)
+            raise ValueError("This model's output is not a number (NaN or infinity) on this input: its weights are "
+                             "finite, but what the layers compute from them overflows"
+                             + (f" (first in {first})" if first else "") + ". The checkpoint itself is broken.")
         generated = sequence[1:]
         src_pieces = self.src_tokenizer.pieces(ids)
         typed = self.src_tokenizer.encode_pieces(tokenizer_text(self.src_tokenizer, text, self.config.max_len))
@@ -439,6 +484,19 @@ class Checkpoint:
             tgt_ids=decoder_input,
             warnings=warnings,
         )
+
+
+def within_memory(call: Callable[[], T]) -> T:
+    """call(), with running out of memory turned into a ValueError with a message for the user. It is raised once
+    the failed call's exception is gone (no __context__), so that the tensors its frames held are freed at once."""
+    try:
+        return call()
+    except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if not isinstance(error, (MemoryError, torch.OutOfMemoryError)) and "allocate" not in str(error):
+            raise
+        failed = type(error).__name__
+    raise ValueError(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
+                     "input.")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -480,6 +538,7 @@ def inspect_checkpoint(path: str | Path) -> None:
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint folder")
     config = read_config(path)
+    check_pass_budget(config, path / CONFIG_FILE)
     read_card(path)
     expected = expected_state(config, path / CONFIG_FILE)
     read_tokenizer(path, SRC_TOKENIZER_FILE, config.src_vocab_size)

@@ -29,6 +29,13 @@ MAX_HEADS = 256
 MAX_LAYERS = 64  # per stack
 MAX_LEN = 2048  # positions a config may ask for (Marian: 512)
 
+# What one captured pass may cost. A pass records every layer's and head's attention weights and scores, and the app
+# keeps a numpy copy of both: 16 bytes per value, layers x heads x length² values per kind of attention. Inputs are
+# cut to the length whose pass fits; a model whose pass over MIN_PASS_TOKENS would not fit is refused when listed.
+PASS_BUDGET_BYTES = 512 * 1024 * 1024  # a laptop's share for one click; the 78M-parameter Marian needs 12 MB at 64
+BYTES_PER_ATTENTION_VALUE = 16
+MIN_PASS_TOKENS = 8  # shorter than this, no sentence fits
+
 # What one file may be, checked with fstat before it is read.
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_CARD_BYTES = 1024 * 1024
