@@ -482,3 +482,25 @@ def test_duplicate_ablated_heads_are_removed_once(checkpoint):
             once = checkpoint.model(src, tgt)
     torch.testing.assert_close(twice, once)
 
+
+
+def test_a_folder_whose_checks_take_too_long_is_listed_as_broken_and_holds_up_nothing(root, monkeypatch):
+    """The watchdog of checkpoint_status (and the app's listing): a check that has not ended after INSPECTION_S is
+    reported, and the other folders are listed meanwhile."""
+    import transformer.checkpoint as checkpoint_module
+
+    real, release = checkpoint_module.inspect_checkpoint, __import__("threading").Event()
+
+    def stuck_on_bad(path):
+        if Path(path).name == "bad":
+            release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(checkpoint_module, "inspect_checkpoint", stuck_on_bad)
+    monkeypatch.setattr(checkpoint_module, "INSPECTION_S", 0.5)
+    try:
+        statuses = dict(checkpoint_status(root))
+    finally:
+        release.set()
+    assert statuses["good"] == ""
+    assert re.search(r"bad: checking it took longer than 0.5 s", statuses["bad"]), statuses

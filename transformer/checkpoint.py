@@ -23,6 +23,7 @@ import pickle
 import re
 import shutil
 import signal
+import threading
 from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -549,19 +550,35 @@ def inspect_checkpoint(path: str | Path) -> None:
         check_torch_zip(file, path / WEIGHTS_FILE, max_members=2 * len(expected) + 16)
 
 
+INSPECTION_S = 10.0  # a folder whose checks take longer is listed as broken (each takes well under a second)
+
+
+def folder_problem(path: str | Path) -> str:
+    """Why the folder at `path` cannot be loaded (inspect_checkpoint's message), "" if it passes. A watchdog: the
+    checks run in a thread of their own, and a folder still being checked after INSPECTION_S is reported as broken
+    while its thread finishes in the background, so one folder never holds up a listing, a server's start or
+    another session."""
+    outcome: list[str] = []
+
+    def inspect() -> None:
+        try:
+            inspect_checkpoint(path)
+            outcome.append("")
+        except CheckpointError as error:
+            outcome.append(str(error))
+        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
+            outcome.append(f"{path}: unexpected {type(error).__name__}: {error}")
+
+    thread = threading.Thread(target=inspect, name=f"inspect {Path(path).name}", daemon=True)
+    thread.start()
+    thread.join(INSPECTION_S)
+    return outcome[0] if outcome else f"{path}: checking it took longer than {INSPECTION_S:g} s"
+
+
 def checkpoint_status(root: str | Path) -> list[FolderStatus]:
     """Each of `checkpoint_folders(root)` with "" if it should load, or the reason it cannot; never raises, never
     blocks, reads no weights. A folder that passes may still fail on its tensors when loaded (NaN, wrong shapes)."""
-    statuses = []
-    for name in checkpoint_folders(root):
-        try:
-            inspect_checkpoint(Path(root) / name)
-            statuses.append(FolderStatus(name, ""))
-        except CheckpointError as error:
-            statuses.append(FolderStatus(name, str(error)))
-        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
-            statuses.append(FolderStatus(name, f"{Path(root) / name}: unexpected {type(error).__name__}: {error}"))
-    return statuses
+    return [FolderStatus(name, folder_problem(Path(root) / name)) for name in checkpoint_folders(root)]
 
 
 MAX_VERSION_ENTRIES = 256  # snapshot files looked at by checkpoint_version: a folder of 200,000 files costs no more

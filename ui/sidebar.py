@@ -186,7 +186,7 @@ def build_page(headline) -> Page | None:
         st.info(str(error))
         analysis = None
     if analysis is not None:
-        analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.config.max_len))
+        analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
     image_format = settle("image", ("png", "svg"))
     if not st.session_state.lecture:
         st.sidebar.segmented_control("Figure download format", ("png", "svg"), key="image", required=True,
