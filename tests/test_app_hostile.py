@@ -114,6 +114,13 @@ def test_link_lists_are_deduplicated_and_capped(query, expected):
     assert values[next(iter(query))] == list(dict.fromkeys(expected))[:MAX_LINK_ITEMS]
 
 
+def test_a_links_corrupted_sentence_is_cut_as_its_text_box_cuts():
+    from ui.state import MAX_INPUT_CHARS, parse_query
+
+    values, notices = parse_query({"corrupt": "x" * 100_000})
+    assert values["corrupt"] == "x" * MAX_INPUT_CHARS and notices == []
+
+
 def test_the_cards_decoding_is_the_default_unless_the_link_says(tiny_checkpoint, tmp_path, monkeypatch):
     root = hostile_folder(tiny_checkpoint, tmp_path, [])
     card = json.loads((root / "good" / CARD_FILE).read_text())
