@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow  # every test runs the whole app
 IMAGE, LINK = "![x](http://example.invalid/p.png)", "[a link](http://example.invalid/page)"
 CARD_TEXT = {"description": f"Looks harmless {IMAGE} and {LINK} **bold** `code",
              "task": f"reverse {IMAGE}", "data": f"credit {LINK}"}
-IN_THE_BROWSER = ("card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
+IN_THE_BROWSER = ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps",
+                  "card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
                   "config-d-model-1e9", "config-eps-tiny")
 NOT_LISTED = ("weights-nan", "snapshot-fifo")  # pass the checks; fail once their tensors are read
 
