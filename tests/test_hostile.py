@@ -1,4 +1,4 @@
-"""Hostile checkpoint folders and hostile library calls (issue 15): each case is refused with a clear error, in a
+"""Hostile checkpoint folders and hostile library calls: each case is refused with a clear error, in a
 process of its own that is forked from this warm one (torch already imported) under an address-space cap, and must
 fail within 2 s and grow by less than 1 GB. A blocked child (a FIFO opened for reading) fails the test at 30 s
 instead of hanging the suite. Beside each bad folder sits a good one, which `checkpoint_status` must still list as
