@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow  # every test runs the whole app
 IMAGE, LINK = "![x](http://example.invalid/p.png)", "[a link](http://example.invalid/page)"
 CARD_TEXT = {"description": f"Looks harmless {IMAGE} and {LINK} **bold** `code",
              "task": f"reverse {IMAGE}", "data": f"credit {LINK}"}
-IN_THE_BROWSER = ("card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
+IN_THE_BROWSER = ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps",
+                  "card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
                   "config-d-model-1e9", "config-eps-tiny")
 NOT_LISTED = ("weights-nan", "snapshot-fifo")  # pass the checks; fail once their tensors are read
 
@@ -113,6 +114,32 @@ def test_link_lists_are_deduplicated_and_capped(query, expected):
 
     values, _ = parse_query(query)
     assert values[next(iter(query))] == list(dict.fromkeys(expected))[:MAX_LINK_ITEMS]
+
+
+@pytest.mark.parametrize("name, shown", [
+    ("reverse", "reverse"),
+    ("rev\u0435rse", "rev\u0435rse ⚠ mixes Cyrillic and Latin letters"),  # a Cyrillic "е": looks like "reverse"
+    ("eng\u200b-fra", "eng\u200b-fra ⚠ holds invisible characters (U+200B)"),
+    ("données-2024", "données-2024"),  # one script, accents and digits: as it is
+])
+def test_a_folder_name_that_could_pass_for_another_says_why(name, shown):
+    from ui.plain import visible_name
+
+    assert visible_name(name) == shown
+
+
+def test_the_picker_shows_a_lookalike_folder_name_for_what_it_is(tiny_checkpoint, tmp_path, monkeypatch):
+    for name in ("reverse", "rev\u0435rse"):
+        shutil.copytree(tiny_checkpoint, tmp_path / name, ignore=shutil.ignore_patterns("resume.pt"))
+    at = run_app(tmp_path, monkeypatch)
+    assert at.selectbox(key="checkpoint").options == ["reverse", "rev\u0435rse ⚠ mixes Cyrillic and Latin letters"]
+
+
+def test_a_links_corrupted_sentence_is_cut_as_its_text_box_cuts():
+    from ui.state import MAX_INPUT_CHARS, parse_query
+
+    values, notices = parse_query({"corrupt": "x" * 100_000})
+    assert values["corrupt"] == "x" * MAX_INPUT_CHARS and notices == []
 
 
 def test_the_cards_decoding_is_the_default_unless_the_link_says(tiny_checkpoint, tmp_path, monkeypatch):

@@ -187,6 +187,46 @@ def deep_json(depth: int) -> Callable[[Path], None]:
     return lambda folder: (folder / CARD_FILE).write_text("[" * depth + "]" * depth)
 
 
+def quoted_quotes(file: str, size: int) -> Callable[[Path], None]:
+    """`size` bytes of '"' and '\\"': every quote opens a string that never closes, which a regular expression
+    matching strings scans to the end from each one (quadratic)."""
+    return lambda folder: (folder / file).write_text(('"\\"' * size)[:size])
+
+
+def pickle_replaced(data: bytes) -> Callable[[Path], None]:
+    """model.pt with its data.pkl member replaced by `data`, every member stored as torch stores them."""
+    def plant(folder: Path) -> None:
+        path = folder / WEIGHTS_FILE
+        with zipfile.ZipFile(path) as source:
+            members = [(info.filename, source.read(info)) for info in source.infolist()]
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+            for name, content in members:
+                archive.writestr(name, data if name.endswith("/data.pkl") else content)
+    return plant
+
+
+def tuple_key_pickle(depth: int) -> bytes:
+    """A dict whose one key is a tuple of two references to a tuple of two references to ... a string: `depth`
+    levels, 2 ** depth steps to hash, a few bytes per level in the pickle (each level is read from the memo)."""
+    data = bytearray(b"\x80\x02}q\x00(X\x01\x00\x00\x00ar\x01\x00\x00\x00")  # {, MARK, 'a' in memo 1
+    for level in range(1, depth + 1):  # the level below is on the stack: LONG_BINGET it, TUPLE2, LONG_BINPUT
+        data += b"j" + level.to_bytes(4, "little") + b"\x86" + b"r" + (level + 1).to_bytes(4, "little")
+    return bytes(data + b"K\x01u.")  # value 1, SETITEMS, STOP
+
+
+def global_pickle(module: str, name: str) -> bytes:
+    return b"\x80\x02}q\x00(X\x01\x00\x00\x00ac" + f"{module}\n{name}\n".encode() + b"u."
+
+
+def hard_link_out(file: str) -> Callable[[Path], None]:
+    def plant(folder: Path) -> None:
+        outside = folder.parent / f"outside-{file}"
+        shutil.copy(folder / file, outside)
+        (folder / file).unlink()
+        os.link(outside, folder / file)
+    return plant
+
+
 def sparse_file(file: str, size: int) -> Callable[[Path], None]:
     def plant(folder: Path) -> None:
         with open(folder / file, "wb") as f:
@@ -207,7 +247,10 @@ CASES = {
     # card.json
     "card-empty-object": Case(lambda f: (f / CARD_FILE).write_text("{}"), r"card.json: missing field\(s\) name"),
     "card-without-name": Case(edit_json(CARD_FILE, lambda c: c.pop("name")), r"card.json: missing field\(s\) name"),
-    "card-200000-deep": Case(deep_json(200_000), r"card.json: JSON nested 200000 deep"),
+    "card-200000-deep": Case(deep_json(200_000), r"card.json: JSON nested more than 16 deep"),
+    "card-17-deep": Case(deep_json(17), r"card.json: JSON nested 17 deep, more than the 16 allowed"),
+    "card-1-mb-of-quoted-quotes": Case(quoted_quotes(CARD_FILE, 1 << 20), r"card.json: not valid JSON"),
+    "card-hard-link-out": Case(hard_link_out(CARD_FILE), r"card.json: has 2 names \(a hard link\)"),
     "card-5000-digit-number": Case(edit_text(CARD_FILE, lambda t: t[:-1] + ', "parameters": 1'
                                                                  + "0" * 5000 + "}"),
                                      r"card.json.*integer of 5001 digits"),
@@ -252,6 +295,7 @@ CASES = {
     "config-5000-digits": Case(edit_text(CONFIG_FILE, lambda t: t.replace('"max_len": 34',
                                                                                '"max_len": ' + "9" * 5000)),
                                r"config.json: not valid JSON \(an integer of 5000 digits"),
+    "config-64-kb-of-quoted-quotes": Case(quoted_quotes(CONFIG_FILE, 64 << 10), r"config.json: not valid JSON"),
     "config-fifo": Case(replace_with(CONFIG_FILE, fifo), r"config.json: not a regular file \(a FIFO"),
     # tokenizers
     "tokenizer-fifo": Case(replace_with(SRC_TOKENIZER_FILE, fifo), r"src.model: not a regular file \(a FIFO"),
@@ -268,6 +312,10 @@ CASES = {
     "weights-fifo": Case(replace_with(WEIGHTS_FILE, fifo), r"model.pt: not a regular file \(a FIFO"),
     "weights-symlink-out": Case(link_out(WEIGHTS_FILE), r"model.pt: points outside"),
     "weights-10-gb-sparse": Case(sparse_file(WEIGHTS_FILE, 10 << 30), r"model.pt: 10,737,418,240 bytes, more than"),
+    "weights-tuple-key-of-2-to-the-80-hash-steps": Case(pickle_replaced(tuple_key_pickle(80)),
+                                                        r"model.pt: refused to load.*a dict key that is not a string"),
+    "weights-global-os-system": Case(pickle_replaced(global_pickle("os", "system")),
+                                     r"model.pt: refused to load.*global 'os system'"),
     "weights-zip-bomb": Case(zip_bomb, r"model.pt: .*(compressed|more than the)"),
     "weights-fp16-element-as-40000-squared": Case(edit_weights(set_tensor(
         "generator.bias", lambda t: torch.zeros(1, dtype=torch.float16).expand(40_000, 40_000))),
@@ -434,3 +482,25 @@ def test_duplicate_ablated_heads_are_removed_once(checkpoint):
             once = checkpoint.model(src, tgt)
     torch.testing.assert_close(twice, once)
 
+
+
+def test_a_folder_whose_checks_take_too_long_is_listed_as_broken_and_holds_up_nothing(root, monkeypatch):
+    """The watchdog of checkpoint_status (and the app's listing): a check that has not ended after INSPECTION_S is
+    reported, and the other folders are listed meanwhile."""
+    import transformer.checkpoint as checkpoint_module
+
+    real, release = checkpoint_module.inspect_checkpoint, __import__("threading").Event()
+
+    def stuck_on_bad(path):
+        if Path(path).name == "bad":
+            release.wait(30)
+        return real(path)
+
+    monkeypatch.setattr(checkpoint_module, "inspect_checkpoint", stuck_on_bad)
+    monkeypatch.setattr(checkpoint_module, "INSPECTION_S", 0.5)
+    try:
+        statuses = dict(checkpoint_status(root))
+    finally:
+        release.set()
+    assert statuses["good"] == ""
+    assert re.search(r"bad: checking it took longer than 0.5 s", statuses["bad"]), statuses

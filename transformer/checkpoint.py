@@ -8,18 +8,27 @@ against the config (names, shapes, dtypes, storage sizes, finite values) before 
 raises `CheckpointError` naming the file and the field. `checkpoint_status` says which folders would load without
 reading any weights. A folder of checkpoints is listed with `checkpoint_folders`, and a name from a user (a link, a
 picker) becomes a path only through `resolve_checkpoint`, which never leads outside that folder.
+
+Writing (training, conversion) never changes a checkpoint in place: the new folder is written whole beside it under a
+hidden name and renamed into place under a lock (`writer_lock`, `commit_checkpoint`), and an existing checkpoint is
+replaced only when the writer was told to (`check_replaceable`).
 """
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
 import pickle
 import re
+import shutil
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, NamedTuple, TypeVar
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -33,10 +42,11 @@ from .masks import decoder_lengths
 from .device import atlas_device, model_device
 from .model import Transformer
 from .record import AttentionRecord
-from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES, MAX_HISTORY, MAX_HISTORY_KEYS,
-                     MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS, MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES,
-                     MAX_WORD_LIST_BYTES, WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number,
-                     check_text, check_torch_zip, open_regular, read_bytes, read_json)
+from .safety import (BYTES_PER_ATTENTION_VALUE, MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES,
+                     MAX_HISTORY, MAX_HISTORY_KEYS, MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS,
+                     MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES, MAX_WORD_LIST_BYTES, MIN_PASS_TOKENS, PASS_BUDGET_BYTES,
+                     WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
+                     check_torch_zip, open_regular, read_bytes, read_json)
 from .tasks import input_warnings
 from .tokenizer import Tokenizer, VocabTokenizer
 
@@ -48,6 +58,7 @@ SNAPSHOT_DIR = "snapshots"
 SOURCE_WORDS_FILE = "source_words.txt"
 MAX_UNSEEN_NAMED = 5  # words a warning quotes; it counts the rest
 _SNAPSHOT_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+T = TypeVar("T")
 
 
 @dataclass
@@ -118,7 +129,9 @@ class ModelCard:
         return cls(**values)
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        """Written beside and renamed into place: a card being updated (evaluate --record) is never half there."""
+        text = json.dumps(asdict(self), indent=1, ensure_ascii=False) + "\n"
+        save_atomically(lambda temporary: temporary.write_text(text, encoding="utf-8"), path)
 
 
 def _check_snapshot_entry(snapshot: object, where: str) -> None:
@@ -175,6 +188,33 @@ def expected_state(config: TransformerConfig, source: Path) -> dict[str, torch.T
     return model.state_dict()
 
 
+def attention_values(config: TransformerConfig, src_len: int, tgt_len: int) -> int:
+    """How many attention values one captured pass over (src_len, tgt_len) tokens records: every layer and head of
+    the encoder's self-attention (src x src), the decoder's (tgt x tgt) and its cross-attention (tgt x src)."""
+    return config.num_heads * (config.num_encoder_layers * src_len ** 2
+                               + config.num_decoder_layers * (tgt_len ** 2 + tgt_len * src_len))
+
+
+def pass_length(config: TransformerConfig) -> int:
+    """The longest source and decoder sequence (tokens) whose captured pass fits PASS_BUDGET_BYTES; at most max_len."""
+    length = config.max_len
+    while length > 1 and attention_values(config, length, length) * BYTES_PER_ATTENTION_VALUE > PASS_BUDGET_BYTES:
+        length -= 1
+    return length
+
+
+def check_pass_budget(config: TransformerConfig, source: Path) -> int:
+    """pass_length(config); CheckpointError when not even MIN_PASS_TOKENS fit (nothing useful could be shown)."""
+    length = pass_length(config)
+    if length < min(MIN_PASS_TOKENS, config.max_len):
+        shortest = min(MIN_PASS_TOKENS, config.max_len)
+        need = attention_values(config, shortest, shortest) * BYTES_PER_ATTENTION_VALUE
+        raise CheckpointError(f"{source}: one pass over {shortest} tokens would record {need:,} bytes of attention "
+                              f"({config.num_encoder_layers} + {config.num_decoder_layers} layers x "
+                              f"{config.num_heads} heads x length²), more than the {PASS_BUDGET_BYTES:,} allowed")
+    return length
+
+
 def load_weights(path: Path, folder: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The state_dict in `path`, checked against `expected` (names, shapes, dtypes, storage sizes, finite values)
     before any tensor is converted, then converted to fp32. Only tensors are unpickled (weights_only), the file must
@@ -182,14 +222,30 @@ def load_weights(path: Path, folder: Path, expected: dict[str, torch.Tensor]) ->
     max_bytes = 4 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
     with open_regular(path, folder, max_bytes) as file:
         check_torch_zip(file, path, max_members=2 * len(expected) + 16)
-        try:
-            state = torch.load(file, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as error:
-            raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({error})") from None
-        except Exception as error:  # truncated or not a torch file at all
-            raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: {error})") from None
+        state = torch_load(file, path)
     check_state(state, expected, path)
     return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}
+
+
+def torch_load(file: BinaryIO, path: Path) -> object:
+    """torch.load(weights_only=True) of a file that passed check_torch_zip; its errors as CheckpointError, without
+    torch's advice to load the file with weights_only=False (which would run any code the file holds)."""
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(f"{path}: refused to load, it holds more than tensors ({_first_reason(error)})") from None
+    except Exception as error:  # truncated or not a torch file at all
+        raise CheckpointError(f"{path}: not a readable weights file ({type(error).__name__}: "
+                              f"{_first_reason(error)})") from None
+
+
+def _first_reason(error: Exception) -> str:
+    """The line of a torch.load error that says what is wrong (torch's own message goes on to advise retrying with
+    weights_only=False)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    reason = next((line.partition("error:")[2].strip() for line in lines if "WeightsUnpickler error:" in line),
+                  lines[0] if lines else type(error).__name__)
+    return reason if "weights_only" not in reason else "the file holds more than a state dict of tensors"
 
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -285,6 +341,7 @@ class Checkpoint:
         if not self.path.is_dir():
             raise CheckpointError(f"{self.path}: no such checkpoint folder")
         self.config = read_config(self.path)
+        self.pass_len = check_pass_budget(self.config, self.path / CONFIG_FILE)  # inputs are cut to this many tokens
         self.card = read_card(self.path)
         self._expected = expected_state(self.config, self.path / CONFIG_FILE)
         self.src_tokenizer = read_tokenizer(self.path, SRC_TOKENIZER_FILE, self.config.src_vocab_size)
@@ -321,7 +378,7 @@ class Checkpoint:
     def _source(self, text: InputText) -> tuple[list[int], int]:
         """The encoder's ids for a read text and how many pieces were cut off to fit max_len; ValueError (a message
         for the user) when nothing of it is left to read."""
-        ids, cut = input_ids(self.src_tokenizer, text, self.config.max_len, self.config.eos_id)
+        ids, cut = input_ids(self.src_tokenizer, text, self.pass_len, self.config.eos_id)
         if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
@@ -341,7 +398,7 @@ class Checkpoint:
             return self._source(self.read(text))[0]
         if side == "tgt":
             self.read(text)  # the same checks as a source
-            return target_ids(self.tgt_tokenizer, text, self.config.max_len, self.config.bos_id, self.config.eos_id)
+            return target_ids(self.tgt_tokenizer, text, self.pass_len, self.config.bos_id, self.config.eos_id)
         raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
 
     def translate(self, text: str, beam_size: int | None = None, max_len: int | None = None,
@@ -360,6 +417,8 @@ class Checkpoint:
         warnings = self._input_warnings(read, ids, cut)
         src = torch.tensor([ids], device=model_device(model))
         limit = output_limit(len(ids)) if max_len is None else max_len
+        if type(limit) is int:  # anything else: greedy and beam_search refuse it with a message
+            limit = min(limit, self.pass_len)
         sequence = self._decode(model, src, beam_size, limit)
         if sequence[-1] != self.config.eos_id:
             warnings.append(self._unended_warning(len(ids), len(sequence), limit, max_len is None))
@@ -371,6 +430,10 @@ class Checkpoint:
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
         reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
+        if self.pass_len < self.config.max_len:  # the memory budget, not the model, sets the limit
+            reads = (f"at most {self.pass_len - 1} pieces here: a pass over more would record more attention "
+                     f"({self.config.num_encoder_layers} + {self.config.num_decoder_layers} layers x "
+                     f"{self.config.num_heads} heads x length²) than this server allows")
         if read.cut_off:
             limit = self.config.max_len * MAX_CHARS_PER_TOKEN
             warnings.append(f"The input is longer than this model reads ({reads}): the characters after the first "
@@ -403,15 +466,15 @@ class Checkpoint:
         """The decoded sequence (BOS first) for src (1, src_len), as the card's decoding settings say, without
         trailing padding."""
         decoding = self.card.decoding
-        decoded = greedy(model, src, limit) if beam_size == 1 else beam_search(
+        decoded = within_memory(lambda: greedy(model, src, limit) if beam_size == 1 else beam_search(
             model, src, beam_size, limit, decoding.get("length_penalty", 0.6),
-            coverage_penalty=decoding.get("coverage_penalty", 0.0))
+            coverage_penalty=decoding.get("coverage_penalty", 0.0)))
         return decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()
 
     def _unended_warning(self, src_len: int, sequence_len: int, limit: int, default_limit: bool) -> str:
         """Why the output has no </s>: where decoding stopped it."""
         where = (f"twice the input's length plus 10 tokens (the input: {src_len} tokens with </s>)"
-                 if default_limit and limit < self.config.max_len else
+                 if default_limit and limit < self.pass_len else
                  f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
         return f"The model did not end its output: decoding stopped it after {sequence_len - 1} pieces, at {where}."
 
@@ -420,8 +483,17 @@ class Checkpoint:
         """The Translation of a decoded sequence: one captured forward pass over (source, decoder input), the
         probability of each generated piece, and every token list the views label."""
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
-        with torch.no_grad(), capture(model) as record:
-            probs = model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
+
+        def captured() -> tuple[torch.Tensor, AttentionRecord]:
+            with torch.no_grad(), capture(model) as record:
+                return model(src, src.new_tensor([decoder_input])).softmax(dim=-1)[0].cpu(), record  # (tgt_len, vocab)
+
+        probs, record = within_memory(captured)
+        if not bool(torch.isfinite(probs).all()):
+            first = next((key for key in record if not bool(torch.isfinite(record[key]).all())), None)
+            raise ValueError("This model's output is not a number (NaN or infinity) on this input: its weights are "
+                             "finite, but what the layers compute from them overflows"
+                             + (f" (first in {first})" if first else "") + ". The checkpoint itself is broken.")
         generated = sequence[1:]
         ids = src[0].tolist()
         src_pieces = self.src_tokenizer.pieces(ids)
@@ -439,6 +511,19 @@ class Checkpoint:
             tgt_ids=decoder_input,
             warnings=warnings,
         )
+
+
+def within_memory(call: Callable[[], T]) -> T:
+    """call(), with running out of memory turned into a ValueError with a message for the user. It is raised once
+    the failed call's exception is gone (no __context__), so that the tensors its frames held are freed at once."""
+    try:
+        return call()
+    except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+        if not isinstance(error, (MemoryError, torch.OutOfMemoryError)) and "allocate" not in str(error):
+            raise
+        failed = type(error).__name__
+    raise ValueError(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
+                     "input.")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -480,6 +565,7 @@ def inspect_checkpoint(path: str | Path) -> None:
     if not path.is_dir():
         raise CheckpointError(f"{path}: no such checkpoint folder")
     config = read_config(path)
+    check_pass_budget(config, path / CONFIG_FILE)
     read_card(path)
     expected = expected_state(config, path / CONFIG_FILE)
     read_tokenizer(path, SRC_TOKENIZER_FILE, config.src_vocab_size)
@@ -490,19 +576,35 @@ def inspect_checkpoint(path: str | Path) -> None:
         check_torch_zip(file, path / WEIGHTS_FILE, max_members=2 * len(expected) + 16)
 
 
+INSPECTION_S = 10.0  # a folder whose checks take longer is listed as broken (each takes well under a second)
+
+
+def folder_problem(path: str | Path) -> str:
+    """Why the folder at `path` cannot be loaded (inspect_checkpoint's message), "" if it passes. A watchdog: the
+    checks run in a thread of their own, and a folder still being checked after INSPECTION_S is reported as broken
+    while its thread finishes in the background, so one folder never holds up a listing, a server's start or
+    another session."""
+    outcome: list[str] = []
+
+    def inspect() -> None:
+        try:
+            inspect_checkpoint(path)
+            outcome.append("")
+        except CheckpointError as error:
+            outcome.append(str(error))
+        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
+            outcome.append(f"{path}: unexpected {type(error).__name__}: {error}")
+
+    thread = threading.Thread(target=inspect, name=f"inspect {Path(path).name}", daemon=True)
+    thread.start()
+    thread.join(INSPECTION_S)
+    return outcome[0] if outcome else f"{path}: checking it took longer than {INSPECTION_S:g} s"
+
+
 def checkpoint_status(root: str | Path) -> list[FolderStatus]:
     """Each of `checkpoint_folders(root)` with "" if it should load, or the reason it cannot; never raises, never
     blocks, reads no weights. A folder that passes may still fail on its tensors when loaded (NaN, wrong shapes)."""
-    statuses = []
-    for name in checkpoint_folders(root):
-        try:
-            inspect_checkpoint(Path(root) / name)
-            statuses.append(FolderStatus(name, ""))
-        except CheckpointError as error:
-            statuses.append(FolderStatus(name, str(error)))
-        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
-            statuses.append(FolderStatus(name, f"{Path(root) / name}: unexpected {type(error).__name__}: {error}"))
-    return statuses
+    return [FolderStatus(name, folder_problem(Path(root) / name)) for name in checkpoint_folders(root)]
 
 
 MAX_VERSION_ENTRIES = 256  # snapshot files looked at by checkpoint_version: a folder of 200,000 files costs no more
@@ -530,6 +632,96 @@ def checkpoint_version(path: str | Path) -> int:
     return max(stamps)
 
 
+# ---------------------------------------------------------------------------------------------- writing safely
+# A checkpoint is written whole into a hidden sibling folder (.NAME.training, .NAME.converting) and then renamed into
+# place, under a lock that one writer at a time holds: an interrupted or failed write leaves the folder as it was,
+# and a folder is replaced (snapshots and all) only when the writer was told to.
+
+def staging_folder(path: Path, purpose: str) -> Path:
+    """Where the checkpoint `path` is written before it is put in place: `.NAME.PURPOSE` beside it, which
+    checkpoint_folders never lists (a hidden name)."""
+    return path.parent / f".{path.name}.{purpose}"
+
+
+def check_replaceable(path: Path, replace: bool) -> None:
+    """CheckpointError unless writing the checkpoint `path` replaces nothing, or `replace` allows it: nothing there
+    and an empty folder are fine; a folder with files in it needs `replace`; anything else (a file, a symlink) is
+    never replaced."""
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise CheckpointError(f"{path}: exists and is not a folder; nothing was written")
+    if not replace and any(path.iterdir()):
+        raise CheckpointError(f"{path}: a checkpoint (or other files) is already there; nothing was written. Give "
+                              "--replace to replace it whole, or another folder")
+
+
+@contextmanager
+def writer_lock(path: Path) -> Iterator[None]:
+    """The right to write the checkpoint `path`, held until the block ends; a second writer to the same folder is
+    refused at once. An flock on the hidden file .NAME.lock beside it: the kernel releases it when the process ends,
+    however it ends, so a killed writer leaves no stale lock. The lock also finishes a replacement that a killed
+    writer left halfway (see commit_checkpoint)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / f".{path.name}.lock"
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise CheckpointError(f"{path}: another process is writing this checkpoint (it holds {lock}); nothing was "
+                              "written") from None
+    try:
+        replaced = staging_folder(path, "replaced")
+        if os.path.lexists(replaced):
+            if os.path.lexists(path):
+                shutil.rmtree(replaced)
+            else:  # killed between commit_checkpoint's two renames: the old checkpoint goes back
+                os.rename(replaced, path)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM received inside the block take effect when it ends (handlers run in the main thread only:
+    elsewhere the block runs as it is)."""
+    received: list[int] = []
+    try:
+        previous = {number: signal.signal(number, lambda number, frame: received.append(number))
+                    for number in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread, where signals are handled
+        previous = {}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in received:
+            signal.raise_signal(number)
+
+
+def commit_checkpoint(staging: Path, path: Path) -> None:
+    """Put the complete checkpoint folder `staging` in the place of `path` (nothing, an empty folder, or an old
+    checkpoint, which goes whole: snapshots too). Call under writer_lock. SIGINT and SIGTERM wait until both renames
+    are done, so an interrupt leaves either the old folder or the new one; a process killed outright between them
+    leaves the old one as .NAME.replaced, which the next writer_lock puts back."""
+    replaced = staging_folder(path, "replaced")
+    with signals_deferred():
+        if os.path.lexists(path):
+            os.rename(path, replaced)
+        os.rename(staging, path)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def save_atomically(write: Callable[[Path], None], path: Path) -> None:
+    """write(a temporary path beside `path`), then rename it to `path`: no reader (nor --resume) sees half a file."""
+    temporary = path.with_name(f".{path.name}.partial")
+    write(temporary)
+    os.replace(temporary, path)
+
+
 def write_source_words(path: str | Path, source_texts: Iterable[str]) -> None:
     """The folder's word list (see read_source_words) from the texts the model was trained to read."""
     word_list = sorted({word for text in source_texts for word in words(normalize(text))})
@@ -547,7 +739,7 @@ def save_checkpoint(
     if source_texts is not None:
         write_source_words(path, source_texts)
     model.config.save(path / CONFIG_FILE)
-    torch.save(model.state_dict(), path / WEIGHTS_FILE)
+    save_atomically(lambda temporary: torch.save(model.state_dict(), temporary), path / WEIGHTS_FILE)
     for tokenizer, file in ((src_tokenizer, SRC_TOKENIZER_FILE), (tgt_tokenizer, TGT_TOKENIZER_FILE)):
         if tokenizer.path.resolve() != (path / file).resolve():
             (path / file).write_bytes(tokenizer.path.read_bytes())

@@ -7,13 +7,16 @@ tokenizer_config.json. Marian is the architecture this project implements (post-
 positions), so its weights go into our own model: one model, one set of hook names, every view unchanged.
 `--from-hub NAME` downloads the folder first with huggingface_hub (only then imported; needs the internet).
 
-Nothing is run from the folder: weights are read with safetensors or `torch.load(weights_only=True)`. Anything
-that differs from what our model computes is refused with a message naming the file and what differs.
+SRC_FOLDER is read under the same loading policy as a checkpoint (transformer/safety.py): regular files only, each
+under a size cap, JSON in bounded time, and the model's size worked out from config.json before anything is built.
+Nothing is run from the folder: weights are read with safetensors, or from pytorch_model.bin only if its pickle is a
+plain state dict of tensors. Anything that differs from what our model computes is refused with a message naming
+the file and what differs. OUT_FOLDER is written beside its place and renamed into it (transformer.checkpoint's
+commit_checkpoint); a checkpoint already there is replaced, whole, only with --replace.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import shutil
 import sys
@@ -23,9 +26,12 @@ from pathlib import Path
 import torch
 
 from .checkpoint import (CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, VOCAB_FILES, WEIGHTS_FILE,
-                         CheckpointError, ModelCard, build_model, load_checkpoint, load_weights)
+                         CheckpointError, ModelCard, build_model, check_replaceable, check_state, commit_checkpoint,
+                         expected_state, load_checkpoint, staging_folder, torch_load, writer_lock)
 from .config import TransformerConfig
 from .positional import sinusoidal_table
+from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, WEIGHTS_OVERHEAD_BYTES, check_torch_zip,
+                     open_regular, read_bytes, read_json)
 from .tokenizer import VocabTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
@@ -39,13 +45,8 @@ EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station
                    "garden.", "We will go to the beach tomorrow."]}
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(f"{path}: file is missing") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+def _read_json(path: Path, folder: Path) -> dict:
+    values = read_json(path, folder, MAX_CONFIG_BYTES)
     if not isinstance(values, dict):
         raise CheckpointError(f"{path}: expected a JSON object")
     return values
@@ -101,25 +102,40 @@ def marian_config(hf: dict, source: Path) -> TransformerConfig:
         raise CheckpointError(f"{source}: {error}") from None
 
 
-def read_marian_weights(folder: Path) -> tuple[dict[str, torch.Tensor], Path]:
-    """The tensors of model.safetensors (or pytorch_model.bin), as fp32, and the file they came from."""
+def read_marian_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Path]:
+    """The tensors of model.safetensors (or pytorch_model.bin) and the file they came from. The file may be at most
+    twice the fp32 size of the model `expected` describes (a Marian file may also hold copies of tied embeddings and
+    the sinusoid tables), plus a little."""
+    max_bytes = 8 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
     path = folder / "model.safetensors"
     if not path.exists():
         if (folder / "model.safetensors.index.json").exists() or (folder / "pytorch_model.bin.index.json").exists():
             raise CheckpointError(f"{folder}: sharded weights (*.index.json) are not supported; Marian models have one "
                                   "weights file")
         if (folder / "pytorch_model.bin").exists():
-            return load_weights(folder / "pytorch_model.bin"), folder / "pytorch_model.bin"
+            return read_pytorch_bin(folder / "pytorch_model.bin", folder, max_bytes, len(expected)), \
+                folder / "pytorch_model.bin"
         raise CheckpointError(f"{path}: file is missing (nor is there a pytorch_model.bin)")
     try:
-        from safetensors.torch import load_file
+        from safetensors.torch import load
     except ImportError:
         raise CheckpointError(f"{path}: reading it needs the safetensors package (pip install safetensors)") from None
+    data = read_bytes(path, folder, max_bytes)
     try:
-        state = load_file(str(path))
+        return load(data), path
     except Exception as error:  # safetensors reports a truncated or foreign file with its own exception types
         raise CheckpointError(f"{path}: not a readable safetensors file ({type(error).__name__}: {error})") from None
-    return {name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in state.items()}, path
+
+
+def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> dict[str, torch.Tensor]:
+    """The state dict in a transformers pytorch_model.bin (a torch zip), read as a checkpoint's weights are: its
+    pickle checked to be a plain state dict of tensors before torch reads it."""
+    with open_regular(path, folder, max_bytes) as file:
+        check_torch_zip(file, path, max_members=2 * tensors + 16)
+        state = torch_load(file, path)
+    if not isinstance(state, dict) or not all(isinstance(tensor, torch.Tensor) for tensor in state.values()):
+        raise CheckpointError(f"{path}: expected a state dict (names -> tensors)")
+    return dict(state)
 
 
 def _layer_names(side: str, i: int) -> dict[str, str]:
@@ -160,7 +176,7 @@ def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source:
         if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
             used.add(positions)
             table = sinusoidal_table(hf[positions].size(0), config.d_model, "halves")
-            if hf[positions].shape != table.shape or not torch.allclose(hf[positions], table, atol=1e-4):
+            if hf[positions].shape != table.shape or not torch.allclose(hf[positions].float(), table, atol=1e-4):
                 raise CheckpointError(f"{source}: {positions} is not Marian's sinusoidal table")
     output = "lm_head.weight"
     state["generator.weight"] = take(output) if output in hf else state["decoder.embed.token.weight"]
@@ -189,7 +205,7 @@ def licence_of(folder: Path) -> str:
     readme = folder / "README.md"
     if not readme.is_file():
         return ""
-    lines = readme.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = read_bytes(readme, folder, MAX_CARD_BYTES).decode("utf-8", errors="replace").splitlines()
     if not lines or lines[0].strip() != "---":
         return ""
     for line in lines[1:]:
@@ -201,15 +217,19 @@ def licence_of(folder: Path) -> str:
     return ""
 
 
-def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", log=print) -> None:
-    """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`."""
+def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", log=print, replace: bool = False
+                   ) -> None:
+    """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`: everything is read and
+    checked first, then written beside `out` and renamed into place (an existing checkpoint only with `replace`)."""
     src, out = Path(src), Path(out)
+    check_replaceable(out, replace)
     if not src.is_dir():
         raise CheckpointError(f"{src}: no such folder")
     log(f"reading {src / 'config.json'}")
-    hf_config = _read_json(src / "config.json")
-    config = marian_config(hf_config, src / "config.json")
-    tokenizer_config = _read_json(src / "tokenizer_config.json") if (src / "tokenizer_config.json").exists() else {}
+    config = marian_config(_read_json(src / "config.json", src), src / "config.json")
+    expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
+    tokenizer_config = (_read_json(src / "tokenizer_config.json", src)
+                        if (src / "tokenizer_config.json").exists() else {})
     separate = bool(tokenizer_config.get("separate_vocabs", False))
     if separate == config.share_embeddings:
         raise CheckpointError(f"{src / 'tokenizer_config.json'}: separate_vocabs is {separate}, but config.json's "
@@ -218,12 +238,13 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
     sides = {SRC_TOKENIZER_FILE: (src / "source.spm", src / "vocab.json", config.src_vocab_size),
              TGT_TOKENIZER_FILE: (src / "target.spm", src / ("target_vocab.json" if separate else "vocab.json"),
                                   config.tgt_vocab_size)}
-    for spm_path, vocab_path, size in sides.values():
-        for path in (spm_path, vocab_path):
-            if not path.is_file():
-                raise CheckpointError(f"{path}: file is missing")
+    files = {}  # file name in `out` -> the bytes read (and checked) from `src`
+    for file, (spm_path, vocab_path, size) in sides.items():
+        files[file] = read_bytes(spm_path, src, MAX_TOKENIZER_BYTES)
+        files[VOCAB_FILES[file]] = read_bytes(vocab_path, src, MAX_TOKENIZER_BYTES)
         try:
-            tokenizer = VocabTokenizer(spm_path, vocab_path)
+            tokenizer = VocabTokenizer(spm_path, vocab_path, files[file],
+                                       read_json(vocab_path, src, MAX_TOKENIZER_BYTES))
         except (OSError, ValueError) as error:
             raise CheckpointError(f"{spm_path}: {error}") from None
         if tokenizer.vocab_size != size:
@@ -234,20 +255,16 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
                 raise CheckpointError(f"{vocab_path}: id {token_id} ({name}_token_id in config.json) is "
                                       f"{tokenizer.id_to_piece(token_id)!r}, not {piece!r}")
     log("reading the weights")
-    tensors, weights_path = read_marian_weights(src)
-    model = build_model(config, marian_state(config, tensors, weights_path), weights_path)
-    log(f"writing {out}")
-    out.mkdir(parents=True, exist_ok=True)
-    config.save(out / CONFIG_FILE)
-    torch.save(model.state_dict(), out / WEIGHTS_FILE)
-    for file, (spm_path, vocab_path, _) in sides.items():
-        shutil.copyfile(spm_path, out / file)
-        shutil.copyfile(vocab_path, out / VOCAB_FILES[file])
+    tensors, weights_path = read_marian_weights(src, expected)
+    state = marian_state(config, tensors, weights_path)
+    check_state(state, expected, weights_path)
+    model = build_model(config, {name: tensor.float() if tensor.is_floating_point() else tensor
+                                 for name, tensor in state.items()}, weights_path)
     source_lang = str(tokenizer_config.get("source_lang") or "")
     target_lang = str(tokenizer_config.get("target_lang") or "")
     origin = origin or str(src.resolve())
     pair = f" ({source_lang} → {target_lang})" if source_lang and target_lang else ""
-    ModelCard(
+    card = ModelCard(
         name=out.name,
         task="translate",
         description=f"A pretrained Marian translation model{pair} converted from {origin}: its weights run in this "
@@ -259,10 +276,29 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
         source=origin,
         licence=licence_of(src) or "unknown: see the original model's card",
         conversion_command=command,
-    ).save(out / CARD_FILE)
-    log("checking that the folder loads")
-    load_checkpoint(out)
+    )
+    with writer_lock(out):
+        check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
+        staging = staging_folder(out, "converting")
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            log(f"writing {out}")
+            write_folder(staging, model, card, files)
+            log("checking that the folder loads")
+            load_checkpoint(staging)
+            commit_checkpoint(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     log(f"done: {out} ({model.num_parameters():,} parameters)")
+
+
+def write_folder(folder: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes]) -> None:
+    folder.mkdir()
+    model.config.save(folder / CONFIG_FILE)
+    torch.save(model.state_dict(), folder / WEIGHTS_FILE)
+    for file, content in files.items():
+        (folder / file).write_bytes(content)
+    card.save(folder / CARD_FILE)
 
 
 def download(name: str) -> Path:
@@ -283,17 +319,20 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="the Hugging Face folder and the checkpoint folder to write (OUT_FOLDER alone with "
                              "--from-hub)")
     parser.add_argument("--from-hub", metavar="NAME", help="download NAME (e.g. Helsinki-NLP/opus-mt-en-fr) first")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the checkpoint already in OUT_FOLDER, whole (without it, one there is refused)")
     args = parser.parse_args(argv)
     if len(args.folders) != (1 if args.from_hub else 2):
         parser.error("give SRC_FOLDER OUT_FOLDER, or --from-hub NAME OUT_FOLDER")
     command = shlex.join(["python", "-m", "transformer.convert", *argv])
     try:
+        check_replaceable(Path(args.folders[-1]), args.replace)  # before a download
         if args.from_hub:
             print(f"downloading {args.from_hub}")
             src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"
         else:
             src, origin = Path(args.folders[0]), ""
-        convert_marian(src, Path(args.folders[-1]), command, origin)
+        convert_marian(src, Path(args.folders[-1]), command, origin, replace=args.replace)
     except CheckpointError as error:
         raise SystemExit(f"error: {error}") from None
 

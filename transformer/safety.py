@@ -1,19 +1,19 @@
 """The loading policy: every file of a checkpoint folder is hostile until checked, and every check is cheap.
 
 A file is read only if it is a regular file whose real path stays inside its checkpoint folder (no FIFO, device,
-directory, or symlink out; opened with O_NONBLOCK so that nothing can block), and no bigger than its cap, checked
-before a byte is parsed. JSON is parsed only under a size and nesting cap, with integers of at most
-`MAX_INT_DIGITS` digits, finite floats only (no NaN / Infinity). The limits below are the whole policy; checkpoint.py
-applies them to checkpoints, snapshots and converted folders alike, and every failure is a `CheckpointError`
-naming the file and the field.
+directory, symlink or hard link from outside; opened with O_NONBLOCK so that nothing can block), and no bigger than
+its cap, checked before a byte is parsed. JSON is parsed only under a size and nesting cap, with integers of at most
+`MAX_INT_DIGITS` digits, finite floats only (no NaN / Infinity); every check is linear in the file's size. A
+weights pickle is let through to torch only if it is a plain state dict of tensors with string keys. The limits
+below are the whole policy; checkpoint.py applies them to checkpoints, snapshots and converted folders alike, and
+every failure is a `CheckpointError` naming the file and the field.
 """
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
-import re
+import pickletools
 import stat
 import zipfile
 from pathlib import Path
@@ -29,13 +29,20 @@ MAX_HEADS = 256
 MAX_LAYERS = 64  # per stack
 MAX_LEN = 2048  # positions a config may ask for (Marian: 512)
 
+# What one captured pass may cost. A pass records every layer's and head's attention weights and scores, and the app
+# keeps a numpy copy of both: 16 bytes per value, layers x heads x length² values per kind of attention. Inputs are
+# cut to the length whose pass fits; a model whose pass over MIN_PASS_TOKENS would not fit is refused when listed.
+PASS_BUDGET_BYTES = 512 * 1024 * 1024  # a laptop's share for one click; the 78M-parameter Marian needs 12 MB at 64
+BYTES_PER_ATTENTION_VALUE = 16
+MIN_PASS_TOKENS = 8  # shorter than this, no sentence fits
+
 # What one file may be, checked with fstat before it is read.
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_CARD_BYTES = 1024 * 1024
 MAX_TOKENIZER_BYTES = 16 * 1024 * 1024
 MAX_WORD_LIST_BYTES = 8 * 1024 * 1024  # the training sources' words, one a line (eng-fra: about 0.1 MB)
 WEIGHTS_OVERHEAD_BYTES = 16 * 1024 * 1024  # a weights file may exceed 4 bytes x the config's tensors by this much
-MAX_PICKLE_BYTES = 4 * 1024 * 1024  # the pickle inside a torch zip: names and shapes, never tensor data
+MAX_PICKLE_BYTES = 1024 * 1024  # the pickle inside a torch zip: names and shapes (~200 bytes a tensor), no data
 MAX_JSON_DEPTH = 16  # a card is 4 deep
 MAX_INT_DIGITS = 18  # |int| < 10**18
 
@@ -46,9 +53,6 @@ MAX_EXAMPLES, MAX_EXAMPLE_CHARS = 100, 1000
 MAX_METRICS = 100
 MAX_HISTORY, MAX_HISTORY_KEYS = 10_000, 32
 MAX_SNAPSHOTS = 64
-
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 
 
 class CheckpointError(Exception):
@@ -71,6 +75,9 @@ def open_regular(path: Path, folder: Path, max_bytes: int) -> BinaryIO:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise CheckpointError(f"{path}: not a regular file ({_kind(info.st_mode)})")
+        if info.st_nlink > 1:  # a hard link has no outside path to see: its other names may lie anywhere
+            raise CheckpointError(f"{path}: has {info.st_nlink} names (a hard link), so it may be a file from outside "
+                                  "its checkpoint folder")
         if info.st_size > max_bytes:
             raise CheckpointError(f"{path}: {info.st_size:,} bytes, more than the {max_bytes:,} allowed")
         os.set_blocking(descriptor, True)
@@ -115,28 +122,44 @@ def _refuse_constant(name: str) -> None:
 
 
 def read_json(path: Path, folder: Path, max_bytes: int) -> object:
-    """The JSON value in `path`, read under `open_regular`'s policy, at most MAX_JSON_DEPTH deep."""
+    """The JSON value in `path`, read under `open_regular`'s policy, at most MAX_JSON_DEPTH deep. Linear in the
+    file's size: the C parser refuses nesting deeper than the interpreter's recursion limit itself (RecursionError),
+    and the depth of what it returns is then measured by one walk over the parsed values."""
     try:
         text = read_bytes(path, folder, max_bytes).decode("utf-8")
     except UnicodeDecodeError as error:
         raise CheckpointError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
-    # Nesting is counted on the brackets outside strings before parsing, so no deep value reaches the parser.
-    steps = [1 if bracket in "[{" else -1 for bracket in _BRACKET.findall(_STRING.sub("", text))]
-    depth = max(itertools.accumulate(steps), default=0)
-    if depth > MAX_JSON_DEPTH:
-        raise CheckpointError(f"{path}: JSON nested {depth} deep (at most {MAX_JSON_DEPTH} allowed)")
     try:
-        return json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as error:  # json.JSONDecodeError is a ValueError
+        value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise CheckpointError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} deep") from None
+    except ValueError as error:  # json.JSONDecodeError is a ValueError
         raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+    depth = json_depth(value)
+    if depth > MAX_JSON_DEPTH:
+        raise CheckpointError(f"{path}: JSON nested {depth} deep, more than the {MAX_JSON_DEPTH} allowed")
+    return value
+
+
+def json_depth(value: object) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (a scalar: 0), walked without recursion."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def check_torch_zip(file: BinaryIO, path: Path, max_members: int) -> None:
     """Refuse a weights file that is not a torch zip whose members are all stored uncompressed (so that no member
-    can unpack to more than the file's own size: no zip bomb) and whose pickle is small."""
+    can unpack to more than the file's own size: no zip bomb) and whose pickle is small and holds a state dict only
+    (`check_state_pickle`)."""
     size = os.fstat(file.fileno()).st_size
     try:
-        members = zipfile.ZipFile(file).infolist()
+        archive = zipfile.ZipFile(file)
+        members = archive.infolist()
     except (zipfile.BadZipFile, ValueError, OSError) as error:
         raise CheckpointError(f"{path}: not a torch weights file (a zip archive) ({error})") from None
     if len(members) > max_members:
@@ -149,7 +172,122 @@ def check_torch_zip(file: BinaryIO, path: Path, max_members: int) -> None:
                                   f"more than the {MAX_PICKLE_BYTES:,} allowed")
     if sum(member.file_size for member in members) > size:
         raise CheckpointError(f"{path}: its members add up to more than the file itself (overlapping entries)")
+    pickles = [member for member in members if member.filename.endswith("/data.pkl")]
+    if len(pickles) != 1:
+        raise CheckpointError(f"{path}: {len(pickles)} data.pkl members, a torch weights file has one")
+    try:
+        data = archive.read(pickles[0])
+    except (zipfile.BadZipFile, ValueError, OSError) as error:
+        raise CheckpointError(f"{path}: its pickle cannot be read ({error})") from None
+    check_state_pickle(data, path)
     file.seek(0)
+
+
+# The pickle of a state dict, as torch.save writes it: a dict or OrderedDict of string keys whose values are tensors
+# rebuilt from storages. Nothing else is let through to torch's unpickler: no other callable, no list, no set, and
+# no key but a string (a key of shared nested tuples costs 2^depth steps to hash: a file that hangs the loader).
+_STATE_GLOBALS = {"collections OrderedDict", "torch._utils _rebuild_tensor_v2"} | {
+    f"torch {kind}Storage" for kind in ("Float", "Half", "BFloat16", "Double", "Long", "Int", "Short", "Char", "Byte",
+                                        "Bool")}
+_STORAGE_KINDS = {("global", name) for name in _STATE_GLOBALS if name.endswith("Storage")}
+_SCALARS = {"BININT": "int", "BININT1": "int", "BININT2": "int", "LONG1": "int", "BINFLOAT": "float",
+            "NEWTRUE": "bool", "NEWFALSE": "bool", "NONE": "none", "BINUNICODE": "str", "SHORT_BINUNICODE": "str",
+            "EMPTY_TUPLE": ("tuple",), "EMPTY_DICT": "dict"}
+_TUPLE_SIZES = {"TUPLE1": 1, "TUPLE2": 2, "TUPLE3": 3}
+_MEMO_PUT, _MEMO_GET = {"BINPUT", "LONG_BINPUT", "MEMOIZE"}, {"BINGET", "LONG_BINGET"}
+_MARK = object()
+
+
+def check_state_pickle(data: bytes, path: Path) -> None:
+    """CheckpointError unless `data` is the pickle of a state dict (see _STATE_GLOBALS). One pass over the opcodes
+    that follows only the kind of each value on the stack ("str", "int", ("tuple", kinds...), "dict", "tensor", ...):
+    linear in the pickle's size, whatever it holds."""
+    def refuse(why: str) -> CheckpointError:
+        return CheckpointError(f"{path}: refused to load, its pickle is not a plain state dict of tensors ({why})")
+
+    stack: list = []
+    marks: list[int] = []
+    memo: dict[int, object] = {}
+
+    def pop(count: int = 1) -> list:
+        if len(stack) - (marks[-1] if marks else 0) < count:
+            raise refuse("a value taken from an empty stack")
+        taken = stack[len(stack) - count:]
+        del stack[len(stack) - count:]
+        return taken
+
+    def pop_mark() -> list:
+        if not marks:
+            raise refuse("no MARK before a sequence")
+        start = marks.pop()
+        taken = stack[start:]
+        del stack[start:]
+        return taken
+
+    def set_items(items: list) -> None:
+        if not stack or stack[-1] != "dict" or len(stack) <= (marks[-1] if marks else 0):
+            raise refuse("items set on something other than a dict")
+        if any(key != "str" for key in items[::2]) or len(items) % 2:
+            raise refuse("a dict key that is not a string")
+
+    try:
+        for opcode, argument, position in pickletools.genops(data):
+            name = opcode.name
+            if name in ("PROTO", "FRAME"):
+                continue
+            if name == "STOP":
+                if stack != ["dict"] or marks:
+                    raise refuse("it does not end with one dict")
+                return
+            if name in _SCALARS:
+                stack.append(_SCALARS[name])
+            elif name == "GLOBAL":
+                if argument not in _STATE_GLOBALS:
+                    raise refuse(f"global {argument!r}")
+                stack.append(("global", argument))
+            elif name == "MARK":
+                marks.append(len(stack))
+            elif name == "TUPLE":
+                stack.append(("tuple", *pop_mark()))
+            elif name in _TUPLE_SIZES:
+                stack.append(("tuple", *pop(_TUPLE_SIZES[name])))
+            elif name in _MEMO_PUT:
+                if not stack:
+                    raise refuse("a memo entry of nothing")
+                memo[len(memo) if name == "MEMOIZE" else argument] = stack[-1]
+            elif name in _MEMO_GET:
+                if argument not in memo:
+                    raise refuse(f"memo entry {argument} read before it is written")
+                stack.append(memo[argument])
+            elif name == "SETITEM":
+                items = pop(2)
+                set_items(items)
+            elif name == "SETITEMS":
+                set_items(pop_mark())
+            elif name == "BINPERSID":
+                (saved,) = pop()
+                if saved[:2] != ("tuple", "str") or len(saved) != 6 or saved[2] not in _STORAGE_KINDS \
+                        or saved[3:] != ("str", "str", "int"):
+                    raise refuse("a storage reference other than ('storage', type, key, location, size)")
+                stack.append("storage")
+            elif name == "REDUCE":
+                function, arguments = pop(2)
+                if function == ("global", "collections OrderedDict") and arguments == ("tuple",):
+                    stack.append("dict")
+                elif function == ("global", "torch._utils _rebuild_tensor_v2") and arguments[:3] == (
+                        "tuple", "storage", "int"):
+                    stack.append("tensor")
+                else:
+                    raise refuse(f"a call of {function!r:.80}")
+            elif name == "BUILD":
+                (state,) = pop()
+                if state != "dict" or not stack or stack[-1] != "dict":
+                    raise refuse("an object built from something other than a dict")
+            else:
+                raise refuse(f"opcode {name} at byte {position}")
+    except ValueError as error:  # pickletools on a truncated or malformed opcode
+        raise refuse(str(error)) from None
+    raise refuse("no STOP")
 
 
 def check_text(value: object, where: str, max_chars: int) -> str:

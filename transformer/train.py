@@ -12,6 +12,7 @@ interrupted run from its last evaluation.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -31,8 +32,9 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE,
-                         Checkpoint, ModelCard, load_checkpoint, save_checkpoint)
+from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE, Checkpoint,
+                         CheckpointError, ModelCard, check_replaceable, commit_checkpoint, load_checkpoint,
+                         save_atomically, save_checkpoint, staging_folder, writer_lock)
 from .config import TransformerConfig
 from .data import CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
 from .recipes import JOINED_PAIRS
@@ -71,7 +73,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m transformer.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", required=True, choices=sorted(TASK_DEFAULTS))
-    parser.add_argument("--out", required=True, type=Path, help="checkpoint folder to write")
+    parser.add_argument("--out", required=True, type=Path,
+                        help="checkpoint folder to write (written beside it, then renamed into place)")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the checkpoint already in --out, whole (without it, an --out with files in it "
+                             "is refused; --resume and --init-from OUT replace it anyway)")
     data = parser.add_argument_group("data")
     data.add_argument("--data", nargs="+", type=CorpusSpec.parse, metavar="[NAME=]PATH[,TARGET]",
                       help="translate: one or more corpora, each a TSV of source<TAB>target or two aligned files "
@@ -153,7 +159,49 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, name, value)
     if args.task == "translate" and not args.data:
         parser.error("--task translate needs --data")
+    problem = flag_problem(args)
+    if problem:
+        parser.error(problem)
     return args
+
+
+def flag_problem(args: argparse.Namespace) -> str:
+    """What is wrong with the flags' values ("" if nothing): checked before the run reads or writes anything."""
+    def flag(name: str) -> str:
+        return f"--{name.replace('_', '-')}"
+
+    at_least = {"steps": 1, "eval_every": 1, "warmup": 1, "max_tokens": 1, "dev_eval_size": 1, "vocab_size": 8}
+    if args.task != "translate":  # a corpus's pairs are counted by its files
+        at_least |= {"train_size": 1, "dev_size": 1}
+    for name, minimum in at_least.items():
+        if getattr(args, name) < minimum:
+            return f"{flag(name)} must be at least {minimum}, got {getattr(args, name)}"
+    if not 0 < args.lr <= 1:
+        return f"--lr must be in (0, 1], got {args.lr}"
+    if not 0 < args.clip < math.inf:
+        return f"--clip must be a positive number, got {args.clip}"
+    if not 0 < args.dev_fraction < 1:
+        return f"--dev-fraction must be in (0, 1), got {args.dev_fraction}"
+    shares = {"label_smoothing": 1, "cooldown": 1, **{name: 10 for name in JOINED_PAIRS}}  # NaN fails each test
+    for name, most in shares.items():
+        if not 0 <= getattr(args, name) <= most:
+            return f"{flag(name)} must be from 0 to {most}, got {getattr(args, name)}"
+    try:
+        fractions = [float(f) for f in args.snapshots.split(",") if f.strip()]
+        all(math.isfinite(float(t)) for t in args.snapshot_metrics.split(",") if t.strip())
+    except ValueError:
+        return "--snapshots and --snapshot-metrics take numbers separated by commas"
+    if any(not 0 <= f <= 1 for f in fractions):
+        return f"--snapshots are fractions of the steps, from 0 to 1, got {args.snapshots}"
+    if not args.init_from:  # a continued run's architecture is the earlier one's (continued_config checks max_len)
+        try:
+            TransformerConfig(src_vocab_size=args.vocab_size, tgt_vocab_size=args.vocab_size, d_model=args.d_model,
+                              num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
+                              d_ff=args.d_ff, dropout=args.dropout, max_len=args.max_len, positional=args.positional,
+                              activation=args.activation)
+        except ValueError as error:
+            return f"the model flags describe no model this project builds: {error}"
+    return ""
 
 
 @dataclass
@@ -190,8 +238,8 @@ def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[st
     if args.task == "translate":
         return corpus_splits(args.data, {spec.name: spec for spec in args.dev_data}, args.dev_fraction,
                              args.split_seed)
-    dev = generate(args.task, args.dev_size, args.seed + 1)
-    return generate(args.task, args.train_size, args.seed), {args.task: dev}
+    dev = {args.task: generate(args.task, args.dev_size, args.seed + 1)}
+    return generate(args.task, args.train_size, args.seed), dev
 
 
 def interleaved(dev: dict[str, list[tuple[str, str]]], count: int) -> list[tuple[str, str]]:
@@ -212,15 +260,15 @@ def continued_config(args: argparse.Namespace, config: TransformerConfig) -> Tra
     return dataclasses.replace(config, max_len=args.max_len)
 
 
-def build_tokenizers(args: argparse.Namespace, train_pairs: list[tuple[str, str]], rank: int
+def build_tokenizers(args: argparse.Namespace, folder: Path, train_pairs: list[tuple[str, str]], rank: int
                      ) -> tuple[Tokenizer, Tokenizer]:
-    """Rank 0 trains the sentencepiece models into the checkpoint folder (or copies those of --init-from); every
-    rank then loads them."""
-    src_path, tgt_path = args.out / SRC_TOKENIZER_FILE, args.out / TGT_TOKENIZER_FILE
-    if rank == 0 and args.init_from and args.init_from.resolve() != args.out.resolve():
+    """Rank 0 trains the sentencepiece models into the run's folder (or copies those of --init-from); every rank
+    then loads them."""
+    src_path, tgt_path = folder / SRC_TOKENIZER_FILE, folder / TGT_TOKENIZER_FILE
+    if rank == 0 and args.init_from:
         for path in (src_path, tgt_path):
             shutil.copyfile(args.init_from / path.name, path)
-    elif rank == 0 and not args.init_from and not (args.resume and src_path.exists() and tgt_path.exists()):
+    elif rank == 0 and not (args.resume and src_path.exists() and tgt_path.exists()):
         options = dict(vocab_size=args.vocab_size, seed=args.seed)
         if args.task != "translate":  # characters are the natural units of the synthetic tasks
             options.update(model_type="char", add_dummy_prefix=False)
@@ -266,7 +314,7 @@ def save_state_dict(model: Transformer, path: Path, half: bool = False) -> None:
         if tensor.data_ptr() not in converted:
             converted[tensor.data_ptr()] = (tensor.half() if half and tensor.is_floating_point() else tensor).cpu()
         state[name] = converted[tensor.data_ptr()]
-    torch.save(state, path)
+    save_atomically(lambda temporary: torch.save(state, temporary), path)
 
 
 def setup_distributed(args: argparse.Namespace) -> tuple[int, int, torch.device]:
@@ -292,13 +340,13 @@ def build_config(args: argparse.Namespace, src_tok: Tokenizer, tgt_tok: Tokenize
     )
 
 
-def continued_progress(args: argparse.Namespace, card: ModelCard) -> Progress:
-    """What an --init-from run inherits: the earlier run's curve and snapshots, its steps counted before ours."""
+def continued_progress(card: ModelCard, init_from: Path, folder: Path) -> Progress:
+    """What an --init-from run inherits: the earlier run's curve and snapshots (copied into the run's folder), its
+    steps counted before ours."""
     earlier_steps = max([entry["step"] for entry in card.history] + [int(card.training.get("steps", 0))])
-    if args.init_from.resolve() != args.out.resolve():
-        for snapshot in card.snapshots:
-            file = f"{snapshot['name']}.pt"
-            shutil.copyfile(args.init_from / SNAPSHOT_DIR / file, args.out / SNAPSHOT_DIR / file)
+    for snapshot in card.snapshots:
+        file = f"{snapshot['name']}.pt"
+        shutil.copyfile(init_from / SNAPSHOT_DIR / file, folder / SNAPSHOT_DIR / file)
     return Progress(step_offset=earlier_steps, history=list(card.history), snapshots=list(card.snapshots),
                     elapsed_s=card.wall_time_s)
 
@@ -323,142 +371,234 @@ def select_snapshots(progress: Progress, thresholds: list[float], folder: Path, 
 
 
 def main(argv: list[str] | None = None) -> Transformer:
-    """Train as the command line says; returns this rank's trained model (the last state, not the best)."""
+    """Train as the command line says; returns this rank's trained model (the last state, not the best).
+
+    Every flag and input is checked before anything is written; the run writes into a hidden folder beside --out
+    (kept by an interrupted run, for --resume) that replaces --out whole at the end, under a lock that a second
+    run into the same folder is refused by."""
     args = parse_args(argv)
-    world, rank, device = setup_distributed(args)
-    torch.manual_seed(args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / SNAPSHOT_DIR).mkdir(exist_ok=True)
+    rank = int(os.environ.get("RANK", "0"))
+    try:  # everything the run reads, checked before anything is written
+        check_replaceable(args.out, args.replace or args.resume or same_folder(args.init_from, args.out))
+        initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
+        config = continued_config(args, initial.config) if initial else None
+        saved = read_resume(args)
+        train_pairs, dev_by_corpus = load_pairs(args)
+    except (CheckpointError, ValueError, OSError) as error:
+        raise SystemExit(f"error: {error}") from None
+    try:
+        with writer_lock(args.out) if rank == 0 else contextlib.nullcontext():
+            folder = prepare_folder(args, rank)
+            world, rank, device = setup_distributed(args)
+            torch.manual_seed(args.seed)
+            src_tok, tgt_tok = build_tokenizers(args, folder, train_pairs, rank)
+            config = config or build_config(args, src_tok, tgt_tok)
+            args.max_len = config.max_len
+            trainer = Trainer(args, folder, config, world, rank, device, src_tok, tgt_tok, train_pairs, dev_by_corpus,
+                              initial, saved)
+            trainer.run()
+            if rank == 0:
+                trainer.finish()
+                commit_checkpoint(folder, args.out)
+    except CheckpointError as error:  # another run holds the folder
+        raise SystemExit(f"error: {error}") from None
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    return trainer.model
 
-    train_pairs, dev_by_corpus = load_pairs(args)
-    src_tok, tgt_tok = build_tokenizers(args, train_pairs, rank)
-    initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
-    config = continued_config(args, initial.config) if initial else build_config(args, src_tok, tgt_tok)
-    args.max_len = config.max_len
-    rng = random.Random(args.seed)
-    extra = []
-    for setting, join in JOINED_PAIRS.items():  # always in this order, so that a seed makes the same pairs again
-        extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
-    train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
-    dev_eval_pairs = interleaved(dev_by_corpus, args.dev_eval_size)
-    dev_eval_examples = encode_examples(args, dev_eval_pairs, src_tok, tgt_tok)
 
-    model = Transformer(config).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
-    progress = Progress()
-    resume_path = args.out / RESUME_FILE
-    if args.resume and resume_path.exists():
-        saved = torch.load(resume_path, map_location=device, weights_only=True)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        progress = Progress(**saved["progress"])
-        torch.set_rng_state(saved["rng"])
-    elif args.init_from:
-        model.load_state_dict(initial.model.state_dict())
-        progress = continued_progress(args, initial.card) if rank == 0 else Progress()
-    trained = DistributedDataParallel(model) if world > 1 else model
-    thresholds = [float(t) for t in args.snapshot_metrics.split(",") if t.strip()]
-    fractions = "0" if thresholds else args.snapshots
-    snapshot_at = {round(float(f) * args.steps) for f in fractions.split(",") if f.strip() and float(f) < 1}
-    total_steps = progress.step_offset + args.steps
+def same_folder(first: Path | None, second: Path) -> bool:
+    return first is not None and first.resolve() == second.resolve()
 
-    def save_snapshot(metric: float) -> None:
-        step = progress.step_offset + progress.step
+
+def resume_source(args: argparse.Namespace) -> Path | None:
+    """The --resume file to continue from: that of an interrupted run (in its hidden folder), else that of the
+    finished checkpoint; None when there is neither (the run starts afresh)."""
+    for folder in (staging_folder(args.out, "training"), args.out):
+        if args.resume and (folder / RESUME_FILE).is_file():
+            return folder / RESUME_FILE
+    return None
+
+
+def read_resume(args: argparse.Namespace) -> dict | None:
+    """The training state --resume continues, read before anything is written; a clear error for a file that was
+    cut short or is not one."""
+    path = resume_source(args)
+    if path is None:
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+        return {"model": saved["model"], "optimizer": saved["optimizer"], "progress": dict(saved["progress"]),
+                "rng": saved["rng"]}
+    except Exception as error:  # noqa: BLE001 - truncated, foreign or missing a part: all one message
+        raise SystemExit(f"error: --resume: {path} cannot be read ({type(error).__name__}); it was cut short or is "
+                         "not a resume file. Train without --resume, or continue the checkpoint with --init-from."
+                         ) from None
+
+
+def prepare_folder(args: argparse.Namespace, rank: int) -> Path:
+    """The hidden folder the run writes in (see main): an interrupted run's, when --resume continues it; else a
+    fresh one, holding a copy of --out when --resume continues a finished checkpoint."""
+    folder = staging_folder(args.out, "training")
+    if rank == 0 and not (args.resume and (folder / RESUME_FILE).is_file()):
+        shutil.rmtree(folder, ignore_errors=True)
+        if args.resume and (args.out / RESUME_FILE).is_file():
+            shutil.copytree(args.out, folder, symlinks=True)
+        (folder / SNAPSHOT_DIR).mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+class Trainer:
+    """One training run in `folder`: the model, its optimizer and progress, and the steps that train, evaluate and
+    save it."""
+
+    def __init__(self, args, folder: Path, config: TransformerConfig, world: int, rank: int, device: torch.device,
+                 src_tok: Tokenizer, tgt_tok: Tokenizer, train_pairs, dev_by_corpus, initial: Checkpoint | None,
+                 saved: dict | None) -> None:
+        self.args, self.folder, self.config = args, folder, config
+        self.world, self.rank, self.device = world, rank, device
+        self.src_tok, self.tgt_tok, self.initial = src_tok, tgt_tok, initial
+        self.train_pairs, self.dev_by_corpus = train_pairs, dev_by_corpus
+        rng = random.Random(args.seed)
+        extra = []
+        for setting, join in JOINED_PAIRS.items():  # always in this order, so that a seed makes the same pairs again
+            extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
+        self.train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
+        self.dev_eval_pairs = interleaved(dev_by_corpus, args.dev_eval_size)
+        self.dev_eval_examples = encode_examples(args, self.dev_eval_pairs, src_tok, tgt_tok)
+        self.model = Transformer(config).to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-9)
+        self.progress = Progress()
+        if saved:
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            self.progress = Progress(**saved["progress"])
+            torch.set_rng_state(saved["rng"])
+        elif initial:
+            self.model.load_state_dict(initial.model.state_dict())
+            self.progress = continued_progress(initial.card, args.init_from, folder) if rank == 0 else Progress()
+        self.trained = DistributedDataParallel(self.model) if world > 1 else self.model
+        self.thresholds = [float(t) for t in args.snapshot_metrics.split(",") if t.strip()]
+        fractions = "0" if self.thresholds else args.snapshots
+        self.snapshot_at = {round(float(f) * args.steps) for f in fractions.split(",") if f.strip() and float(f) < 1}
+        self.total_steps = self.progress.step_offset + args.steps
+        self.bar = None
+
+    def evaluate(self, size: int | None = None) -> dict[str, float]:
+        return evaluate(self.model, self.args, self.dev_eval_examples[:size], self.dev_eval_pairs[:size], self.src_tok,
+                        self.tgt_tok, self.device)
+
+    def save_snapshot(self, metric: float) -> None:
+        step = self.progress.step_offset + self.progress.step
         name = f"step_{step:06d}"
-        if any(s["name"] == name for s in progress.snapshots):
+        if any(s["name"] == name for s in self.progress.snapshots):
             return
-        save_state_dict(model, args.out / SNAPSHOT_DIR / f"{name}.pt", half=True)
-        progress.snapshots.append({"name": name, "step": step, "fraction": round(step / total_steps, 4),
-                                   "dev_metric": round(metric, 4)})
+        save_state_dict(self.model, self.folder / SNAPSHOT_DIR / f"{name}.pt", half=True)
+        self.progress.snapshots.append({"name": name, "step": step, "fraction": round(step / self.total_steps, 4),
+                                        "dev_metric": round(metric, 4)})
 
-    def keep_weights() -> None:
+    def keep_weights(self) -> None:
         """The current weights become the checkpoint's (--keep)."""
-        save_state_dict(model, args.out / WEIGHTS_FILE)
-        config.save(args.out / CONFIG_FILE)
+        save_state_dict(self.model, self.folder / WEIGHTS_FILE)
+        self.config.save(self.folder / CONFIG_FILE)
 
-    def record_eval(train_loss: float | None) -> None:
-        metrics = evaluate(model, args, dev_eval_examples, dev_eval_pairs, src_tok, tgt_tok, device)
+    def record_eval(self, train_loss: float | None) -> None:
+        """A dev evaluation in the curve; the weights kept if best, a snapshot if chosen, and the state for
+        --resume."""
+        metrics, progress = self.evaluate(), self.progress
         entry = {"step": progress.step_offset + progress.step, "dev_loss": round(metrics["dev_loss"], 4),
                  "dev_metric": round(metrics["dev_metric"], 4)}
         if train_loss is not None:
             entry["train_loss"] = round(train_loss, 4)
         if not any(e["step"] == entry["step"] for e in progress.history):
             progress.history.append(entry)
-        if args.keep == "best" and metrics["dev_metric"] >= progress.best_metric:
+        if self.args.keep == "best" and metrics["dev_metric"] >= progress.best_metric:
             progress.best_metric = metrics["dev_metric"]
-            keep_weights()
-        if thresholds:
-            save_snapshot(metrics["dev_metric"])
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "progress": vars(progress), "rng": torch.get_rng_state()}, resume_path)
-        if bar is not None:
-            bar.write(f"step {entry['step']}: {entry}")
+            self.keep_weights()
+        if self.thresholds:
+            self.save_snapshot(metrics["dev_metric"])
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "progress": vars(progress),
+                 "rng": torch.get_rng_state()}
+        save_atomically(lambda temporary: torch.save(state, temporary), self.folder / RESUME_FILE)
+        if self.bar is not None:
+            self.bar.write(f"step {entry['step']}: {entry}")
 
-    bar = None if rank or args.quiet else tqdm(total=args.steps, initial=progress.step, unit="step", file=sys.stderr)
-    if rank == 0 and args.init_from and progress.step == 0:
-        record_eval(None)  # the inherited weights: the curve's link between the two runs, and a snapshot candidate
-    start, tokens_seen, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
-    model.train()
-    while progress.step < args.steps:
-        batches = token_batches(train_examples, args.max_tokens, random.Random(args.seed * 100_003 + progress.epoch))
-        mine = batches[rank : len(batches) - len(batches) % world : world]  # equal count per rank for DDP
-        for batch in mine[progress.batch_in_epoch :]:
-            if rank == 0 and progress.step in snapshot_at:
-                size = None if thresholds else 200  # fixed fractions: a quick figure for the card
-                save_snapshot(evaluate(model, args, dev_eval_examples[:size], dev_eval_pairs[:size], src_tok, tgt_tok,
-                                       device)["dev_metric"])
-            src, tgt = (t.to(device) for t in collate([train_examples[i] for i in batch], PAD_ID))
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup, args.steps, args.cooldown)
-            loss = batch_loss(trained, src, tgt, args.label_smoothing)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-            optimizer.step()
-            progress.step += 1
-            progress.batch_in_epoch += 1
-            tokens_seen += int((tgt[:, 1:] != PAD_ID).sum()) * world
-            window_loss, window_steps = window_loss + loss.item(), window_steps + 1
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens_seen / (time.perf_counter() - start):.0f}")
-            if progress.step % args.eval_every == 0 or progress.step == args.steps:
-                if rank == 0:
-                    progress.elapsed_s += time.perf_counter() - start
-                    start, tokens_seen = time.perf_counter(), 0
-                    record_eval(window_loss / window_steps)
-                window_loss, window_steps = 0.0, 0
-                if world > 1:
-                    dist.barrier()
-            if progress.step >= args.steps:
-                break
-        else:
-            progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
-    if bar is not None:
-        bar.close()
-    if rank == 0:
-        if args.keep == "last":
-            keep_weights()
+    def step(self, batch: list[int]) -> float:
+        """One optimizer step on the examples `batch`; its loss."""
+        args, progress = self.args, self.progress
+        if self.rank == 0 and progress.step in self.snapshot_at:
+            self.save_snapshot(self.evaluate(None if self.thresholds else 200)["dev_metric"])  # fixed: a quick figure
+        src, tgt = (t.to(self.device) for t in collate([self.train_examples[i] for i in batch], PAD_ID))
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup, args.steps, args.cooldown)
+        loss = batch_loss(self.trained, src, tgt, args.label_smoothing)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), args.clip)
+        self.optimizer.step()
+        progress.step += 1
+        progress.batch_in_epoch += 1
+        self.tokens_seen += int((tgt[:, 1:] != PAD_ID).sum()) * self.world
+        return loss.item()
+
+    def run(self) -> None:
+        """Train for --steps, evaluating every --eval-every steps (rank 0 records; every rank waits for it)."""
+        args, progress = self.args, self.progress
+        if self.rank == 0 and not args.quiet:
+            self.bar = tqdm(total=args.steps, initial=progress.step, unit="step", file=sys.stderr)
+        if self.rank == 0 and args.init_from and progress.step == 0:
+            self.record_eval(None)  # the inherited weights: the curve's link between the two runs, a snapshot candidate
+        start, self.tokens_seen, window_loss, window_steps = time.perf_counter(), 0, 0.0, 0
+        self.model.train()
+        while progress.step < args.steps:
+            batches = token_batches(self.train_examples, args.max_tokens,
+                                    random.Random(args.seed * 100_003 + progress.epoch))
+            mine = batches[self.rank : len(batches) - len(batches) % self.world : self.world]  # equal count per rank
+            for batch in mine[progress.batch_in_epoch :]:
+                loss = self.step(batch)
+                window_loss, window_steps = window_loss + loss, window_steps + 1
+                if self.bar is not None:
+                    self.bar.update(1)
+                    self.bar.set_postfix(loss=f"{loss:.3f}",
+                                         tok_s=f"{self.tokens_seen / (time.perf_counter() - start):.0f}")
+                if progress.step % args.eval_every == 0 or progress.step == args.steps:
+                    if self.rank == 0:
+                        progress.elapsed_s += time.perf_counter() - start
+                        start, self.tokens_seen = time.perf_counter(), 0
+                        self.record_eval(window_loss / window_steps)
+                    window_loss, window_steps = 0.0, 0
+                    if self.world > 1:
+                        dist.barrier()
+                if progress.step >= args.steps:
+                    break
+            else:
+                progress.epoch, progress.batch_in_epoch = progress.epoch + 1, 0
+        if self.bar is not None:
+            self.bar.close()
+
+    def finish(self) -> None:
+        """Rank 0: the weights --keep asks for, the snapshots that show the model forming, and the card."""
+        progress = self.progress
+        if self.args.keep == "last":
+            self.keep_weights()
             final_step = progress.step_offset + progress.step
         else:
             final_step = max(progress.history, key=lambda entry: entry["dev_metric"])["step"]
-        if thresholds:
-            select_snapshots(progress, thresholds, args.out / SNAPSHOT_DIR, final_step)
-        write_card(args, world, device, progress, train_pairs, dev_by_corpus, src_tok, tgt_tok, initial)
-    if world > 1:
-        dist.barrier()
-        dist.destroy_process_group()
-    return model
+        if self.thresholds:
+            select_snapshots(progress, self.thresholds, self.folder / SNAPSHOT_DIR, final_step)
+        write_card(self.args, self.folder, self.world, self.device, progress, self.train_pairs, self.dev_by_corpus,
+                   self.src_tok, self.tgt_tok, self.initial)
 
 
-def write_card(args, world, device, progress: Progress, train_pairs, dev_by_corpus, src_tok, tgt_tok,
+def write_card(args, folder: Path, world, device, progress: Progress, train_pairs, dev_by_corpus, src_tok, tgt_tok,
                initial: Checkpoint | None) -> None:
     """Final metric of the kept weights on the whole dev set (and on each corpus's, when there are several), and
     everything the app and a reader need."""
     dev_pairs = [pair for pairs in dev_by_corpus.values() for pair in pairs]
-    config = TransformerConfig.load(args.out / CONFIG_FILE)
+    config = TransformerConfig.load(folder / CONFIG_FILE)
     model = Transformer(config)
-    model.load_state_dict(torch.load(args.out / WEIGHTS_FILE, weights_only=True))
+    model.load_state_dict(torch.load(folder / WEIGHTS_FILE, weights_only=True))
     model.to(device).eval()  # decode the dev split where training ran, then save from the CPU
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
     model.cpu()
@@ -478,7 +618,7 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_by_corp
     command = f"{launcher} {shlex.join(args.argv)}"
     training = {key: ([str(spec) for spec in value] if key in ("data", "dev_data") and value
                       else str(value) if isinstance(value, Path) else value)
-                for key, value in vars(args).items() if key not in ("argv", "max_len_given")}
+                for key, value in vars(args).items() if key not in ("argv", "max_len_given", "replace")}
     training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
     if initial:
         command = f"{initial.card.training_command}\n{command}"
@@ -504,7 +644,7 @@ def write_card(args, world, device, progress: Progress, train_pairs, dev_by_corp
         training=training,
         decoding=dict(initial.card.decoding) if initial else {},  # the app's default, until evaluate --record
     )
-    save_checkpoint(args.out, model, card, src_tok, tgt_tok,
+    save_checkpoint(folder, model, card, src_tok, tgt_tok,
                     [s for s, _ in train_pairs] if args.task == "translate" else None)
     print(f"{args.out}: dev {METRICS[args.task]} {metric:.4f} on {len(dev_pairs)} pairs, "
           f"{model.num_parameters():,} parameters, {progress.elapsed_s:.0f} s")

@@ -27,8 +27,7 @@ from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoin
                          checkpoint_folders, checkpoint_version, decode_steps, beam_tree, load_checkpoint, model_device,
                          resolve_checkpoint)
 from transformer import attribution, corpus, faithfulness
-from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, inspect_checkpoint, read_config,
-                                    read_tokenizer)
+from transformer.checkpoint import SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, folder_problem, read_config, read_tokenizer
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 from transformer.decoding import Sampling, output_limit
 from transformer.lens import logit_lens
@@ -133,14 +132,9 @@ def unexpected(path: str, error: Exception) -> str:
 # Entry limits bound the memory: a few loaded models (only those someone views), cheap facts about many folders.
 @cache_expiring(KEPT_FOR, max_entries=4096, show_spinner=False)
 def folder_error(path: str, version: int) -> str:
-    """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors)."""
-    try:
-        inspect_checkpoint(path)
-        return ""
-    except CheckpointError as error:
-        return str(error)
-    except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
-        return unexpected(path, error)
+    """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors), within
+    a time limit (transformer.checkpoint.folder_problem)."""
+    return folder_problem(path)
 
 
 def folder_errors() -> dict[str, str]:

@@ -10,7 +10,7 @@ import viz
 from . import passes
 from .analysis import Analysis
 from .page import Page
-from .plain import plain
+from .plain import plain, visible_name
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
 from .widgets import EMPTY_OUTPUT, PROBABILITY, model_output
@@ -52,7 +52,8 @@ def choose_checkpoint() -> str | None:
                  "`python -m transformer.train` (see the README), or point ATLAS_CHECKPOINTS at a folder of "
                  "checkpoints.")
     else:
-        draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", usable, usable[0], on_change=use_card_defaults)
+        draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", usable, usable[0], on_change=use_card_defaults,
+             format_func=visible_name)
     broken = {name: error for name, error in errors.items() if error}
     if broken:
         list_broken(broken)
@@ -186,7 +187,7 @@ def build_page(headline) -> Page | None:
         st.info(str(error))
         analysis = None
     if analysis is not None:
-        analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.config.max_len))
+        analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
     image_format = settle("image", ("png", "svg"))
     if not st.session_state.lecture:
         st.sidebar.segmented_control("Figure download format", ("png", "svg"), key="image", required=True,

@@ -35,6 +35,11 @@ def items(text: str) -> list[str]:
     return unique(item for item in text.split(",") if item)
 
 
+def typed_text(text: str) -> str:
+    """A second input from a link (the corrupted sentence), cut as its text box cuts what is typed."""
+    return text[:MAX_INPUT_CHARS]
+
+
 def numbers(text: str) -> list[int]:
     return unique(int(item) for item in text.split(",") if item)
 
@@ -104,7 +109,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "words": (flag, False),
     "lines_heads": (numbers, [0]),
     "attr_token": (int, 0),
-    "corrupt": (str, None),
+    "corrupt": (typed_text, None),
     "patch_position": (int, 0),
     "corpus_stat": (str, "previous_share"),
 }
