@@ -97,6 +97,11 @@ class Page:
             raise Unavailable(loaded.error)
         return loaded.checkpoint.config
 
+    def inside(self, kind: str, layer: int) -> passes.Inside:
+        """One attention block's queries, keys, values, scores, weights, z and heads' results, and its layer's
+        feed-forward neurons, from one captured pass over this analysis's ids."""
+        return passes.inside(self.path, self.version, self.analysis.src_ids, self.analysis.tgt_ids, kind, layer)
+
     # ------------------------------------------------------------------------------------------ attribution views
 
     def default_translation(self) -> Analysis:

@@ -31,6 +31,7 @@ from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, insp
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 from transformer.decoding import output_limit
+from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
@@ -398,3 +399,47 @@ def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head:
     """The sentences where one head's `statistic` is highest (transformer.corpus.top_sentences)."""
     return corpus.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
                                 TOP_SENTENCES)
+
+
+# ---------------------------------------------------------------------------------------------- inside a block
+# One attention block's hook points and its layer's feed-forward neurons (transformer.hooks.INSIDE_HOOKS), captured
+# in one pass over the page's ids: every number the "Inside a head" view shows is one of these, or a product of two.
+
+# The residual stream each kind's block reads its queries from (post-LN: as it is; pre-LN: normalised first).
+BLOCK_INPUT = {"encoder.self": "hook_resid_pre", "decoder.self": "hook_resid_pre", "decoder.cross": "hook_resid_mid"}
+
+
+class Inside(NamedTuple):
+    block_input: np.ndarray  # (q_len, d_model) the residual stream entering the block
+    q: np.ndarray  # (heads, q_len, d_head) queries
+    k: np.ndarray  # (heads, k_len, d_head) keys
+    v: np.ndarray  # (heads, k_len, d_head) values
+    scores: np.ndarray  # (heads, q_len, k_len) q·k / √d_head, before the mask
+    allowed: np.ndarray  # (q_len, k_len) bool, True = may attend: the mask the model used
+    weights: np.ndarray  # (heads, q_len, k_len) the softmax: the pattern every view shows
+    z: np.ndarray  # (heads, q_len, d_head) the weighted sum of the values
+    result: np.ndarray  # (q_len, heads, d_model) each head's z through its slice of W_O
+    neurons: np.ndarray  # (length, d_ff) the layer's feed-forward hidden activations (its stack's tokens)
+
+
+@shared_pass("Looking inside the block…")
+def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, layer: int) -> Inside:
+    """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0."""
+    model = load(path, version).checkpoint.model
+    stack, role = kind.split(".")
+    layer_path = f"{stack}.layers.{layer}"
+    block = f"{layer_path}.{role}_attn"
+    parts = ("q", "k", "v", "scores", "mask", "pattern", "z", "result")
+    names = [f"{block}.hook_{part}" for part in parts]
+    names += [f"{layer_path}.{BLOCK_INPUT[kind]}", f"{layer_path}.feed_forward.hook_mlp_post"]
+    wanted = set(names)
+    device = model_device(model)
+    # What every pass captures as well, so that every block computes as it does there (none fused): the weights are
+    # bit for bit the ones the other views show.
+    with model_turn(), torch.no_grad(), capture(model, lambda name: name in wanted or not name.endswith(INSIDE_HOOKS)
+                                                ) as record:
+        model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
+    found = [read_only(record.hooks[name][0].cpu().numpy()) for name in names]
+    (q, k, v, scores, mask, weights, z, result), (block_input, neurons) = found[:8], found[8:]
+    return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons)
+
