@@ -29,6 +29,7 @@ class Page:
     lecture: bool
     image_format: str
     kinds: tuple[str, ...] = passes.ATTENTION_KINDS
+    target: passes.Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
 
     def layers(self, kind: str) -> int:
         return self.config.layers_of(kind)
@@ -116,6 +117,16 @@ class Page:
         methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids,
                                    row)
         return passes.Explained(methods, decoded.src_tokens, decoded.output_tokens)
+
+    def contrastive(self) -> passes.Explained:
+        """Contrastive attribution of log p(target) - log p(foil) at each position where the page's target and foil
+        differ: (method, (positions, src_len)) pairs, rows labelled "target piece / foil piece"."""
+        forced, decoded = self.target, self.default_translation()
+        rows = tuple(t for t, (a, b) in enumerate(zip(forced.output_ids, forced.foil_ids)) if a != b)
+        methods = passes.contrastive(self.path, self.version, decoded.src_ids, forced.tgt_ids, forced.output_ids,
+                                     forced.foil_ids, rows) if rows else ()
+        labels = tuple(f"{forced.output_tokens[t]} / {forced.foil_tokens[t]}" for t in rows)
+        return passes.Explained(methods, decoded.src_tokens, labels)
 
     def lens(self) -> passes.Lens:
         """The logit lens of this input's default decoding: each decoder stage's top pieces."""

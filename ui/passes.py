@@ -31,6 +31,7 @@ from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, insp
                                     read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 from transformer.decoding import output_limit
+from transformer.forced import contrast, force
 from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
@@ -443,3 +444,57 @@ def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, l
     (q, k, v, scores, mask, weights, z, result), (block_input, neurons) = found[:8], found[8:]
     return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons)
 
+
+# ---------------------------------------------------------------------------------------------- a target, a foil
+# Any target teacher-forced through the decoder instead of the model's own output (transformer.forced): its
+# attention, and each of its pieces' probability and rank; with a foil, per position log p(target) - log p(foil).
+
+
+class Forced(NamedTuple):
+    error: str  # why the foil cannot be compared ("" if it can, or if there is none)
+    tgt_ids: tuple[int, ...]  # decoder input: <s> and the target's pieces
+    output_ids: tuple[int, ...]  # the target's pieces and </s>
+    tgt_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    probs: tuple[float, ...]  # of each target piece at its position
+    ranks: tuple[int, ...]  # 1 = the model's own choice there
+    attention: Attention
+    foil_ids: tuple[int, ...] = ()  # the foil's pieces and </s> (none without a foil, or when it cannot be compared)
+    foil_tokens: tuple[str, ...] = ()
+    contrast: tuple[float, ...] = ()  # log p(target_t) - log p(foil_t), both after the target's prefix
+
+
+@shared_pass("Teacher-forcing the target…")
+def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "") -> Forced:
+    """`target` teacher-forced after the source `src_ids`, and the foil's contrast with it (ValueError: the target
+    has nothing to read)."""
+    checkpoint = load(path, version).checkpoint
+    with model_turn():
+        result = force(checkpoint.model, list(src_ids), checkpoint.encode(target, "tgt")[1:])
+    pieces = checkpoint.tgt_tokenizer.pieces
+    attention = attention_of(result.attention)
+    made = Forced("", tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
+                  tuple(pieces(result.output_ids)), tuple(result.probs), tuple(result.ranks), attention)
+    if not foil:
+        return made
+    foil_ids = checkpoint.encode(foil, "tgt")[1:]
+    try:
+        scores = contrast(result, foil_ids)
+    except ValueError as error:
+        return made._replace(error=f"The foil cannot be compared: {error}.")
+    return made._replace(foil_ids=tuple(foil_ids), foil_tokens=tuple(pieces(foil_ids)),
+                         contrast=tuple(float(score) for score in scores))
+
+
+@shared_pass("Attributing the contrast…")
+def contrastive(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, foil_ids: tuple,
+                rows: tuple) -> tuple:
+    """Contrastive attribution of log p(target_t) - log p(foil_t) for the decoder positions `rows`: ((method,
+    (rows, src_len)), ...), each row divided by the sum of its absolute values."""
+    model = load(path, version).checkpoint.model
+    src, tgt = torch.tensor([src_ids]), torch.tensor([tgt_ids])
+    targets, foils = torch.tensor(output_ids), torch.tensor(foil_ids)
+    with model_turn():
+        return tuple((f"contrastive {method}", read_only(attribution.normalise_rows(
+            attribution.contrastive(model, src, tgt, targets, foils, list(rows), method), signed=True)))
+            for method in ("input_x_gradient", "integrated_gradients"))
