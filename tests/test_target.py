@@ -60,7 +60,8 @@ def test_a_changed_piece_of_the_target_is_unlikely_and_every_view_reads_the_targ
     assert table["target piece"].tolist()[2] == target[2]
     assert table["probability"][2] < 0.1 and table["rank"][2] > 1
     assert at.query_params["target"] == target
-    assert any(f"{target[2]} →" in title for title in titles(at))  # the inside view's query is the target's piece
+    query_row = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["ticktext"][0]
+    assert query_row == f"q · {target[2]} → {target[3]}"  # the inside view's query is the target's piece
     at = app(text=TEXT, view="attention", target=target)  # the attention the target gets, not the output's
     expected = forced_target(load_checkpoint(app_checkpoints / LOADABLE[0]), TEXT, target).attention
     np.testing.assert_allclose(drawn_z(at), expected["decoder.0.cross"][0, 0].numpy(), atol=1e-6)

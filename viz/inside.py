@@ -86,6 +86,7 @@ def _frame(theme: Theme, labels, title: str, panel_widths: list[float], colour_b
     for panel in panel_widths:
         domains.append([x / plot_w, min((x + panel) / plot_w, 1.0)])
         x += panel + gap
+    right += max(0.0, text_px(title, theme.title_size) + 40 - (left + plot_w + right))  # room for the title
     layout = dict(width=math.ceil(left + plot_w + right), height=math.ceil(top + row_px * len(labels) + bottom),
                   margin=dict(l=left, r=right, t=top, b=bottom), bargap=0.25,
                   title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
@@ -107,16 +108,18 @@ def vectors_figure(vectors, labels, *, title: str, width: int, heading: str = ""
     rows, dims = vectors.shape
     font = theme.font_size
     bar_w = BAR_PANEL_EM * font if bars is not None else 0.0
-    base, _ = _frame(theme, labels, title, [1.0] + ([bar_w] if bars is not None else []), colour_bar=True)
+    scale = rows >= 3
+    base, _ = _frame(theme, labels, "", [1.0] + ([bar_w] if bars is not None else []), colour_bar=scale)  # margins
     room = width - base["margin"]["l"] - base["margin"]["r"] - (bar_w + GAP_EM * font if bars is not None else 0)
     cell = max(min(CELL_EM * font, room / dims), 1.0)
     panels = [cell * dims] + ([bar_w] if bars is not None else [])
-    layout, domains = _frame(theme, labels, title, panels, colour_bar=True)
+    layout, domains = _frame(theme, labels, title, panels, colour_bar=scale)
     limit = max(float(np.abs(vectors).max()), 1e-12)
     hover = np.array([[safe_label(label)] * dims for label in labels], dtype=object)
     data = [dict(type="heatmap", z=vectors.tolist(), x=list(range(dims)), y=list(range(rows)),
                  customdata=hover.tolist(), colorscale=DIVERGING, zmin=-limit, zmax=limit, xaxis="x", yaxis="y",
                  hovertemplate="%{customdata}, dimension %{x}: %{z:.4g}<extra></extra>",
+                 showscale=scale,  # a colour bar needs a few rows' height; hover tells a lone row's values
                  colorbar=dict(x=1, xanchor="left", xpad=10, thickness=COLOUR_BAR_PX, lenmode="pixels",
                                len=min(layout["height"] - layout["margin"]["t"] - layout["margin"]["b"],
                                        12 * LINE_EM * font), y=1, yanchor="top", title=dict(text="value",
