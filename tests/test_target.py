@@ -86,3 +86,11 @@ def test_a_foil_of_another_length_is_refused_with_a_reason(app, output):
     assert any("foil cannot be compared" in warning.value for warning in at.warning)
     assert CONTRAST not in target_table(at).columns
     assert "log p(target) − log p(foil), attributed" not in titles(at)
+
+
+def test_a_target_of_markdown_and_html_draws_and_stays_in_the_link(app):
+    hostile = "**b** <img src=x onerror=1> `c`"
+    at = app(text=TEXT, target=hostile, view="inside")
+    assert not at.exception
+    assert target_table(at)["target piece"].tolist()[-1] == "</s>"
+    assert at.query_params["target"] == hostile

@@ -11,6 +11,7 @@ import streamlit as st
 from . import passes
 from .analysis import Analysis
 from .page import Page
+from .plain import plain
 from .state import MAX_INPUT_CHARS
 from .widgets import PROBABILITY
 
@@ -57,7 +58,7 @@ def show(page: Page) -> None:
         table.update({"foil piece": forced.foil_tokens, "log p(target) − log p(foil)": forced.contrast})
     least = min(range(len(forced.probs)), key=forced.probs.__getitem__)
     summary = (f"Teacher-forced target: the decoder reads it instead of its own output. Least likely piece: "
-               f"{forced.output_tokens[least]!r} at position {least} (p = {forced.probs[least]:.3g}, rank "
+               f"“{plain(forced.output_tokens[least])}” at position {least} (p = {forced.probs[least]:.3g}, rank "
                f"{forced.ranks[least]}).")
     with st.expander("Target pieces: probability and rank" + (" · foil" if forced.contrast else ""),
                      expanded=not page.lecture):

@@ -8,6 +8,7 @@ import streamlit as st
 
 import viz.inside
 from ui.page import Page
+from ui.plain import plain
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
@@ -48,7 +49,7 @@ def render(page: Page) -> None:
     inside = page.inside(kind, layer)
     width = CONTENT_PX[page.lecture]
     if step < 4 and not page.lecture:  # the figures' titles name the step, the controls say where
-        st.caption(f"{head_title(kind, layer, head)} · query {q_tokens[query]}")
+        st.caption(f"{head_title(kind, layer, head)} · query {plain(q_tokens[query])}")
     d_head = inside.q.shape[-1]
     q, keys = inside.q[head, query], inside.k[head]  # (d_head,), (k_len, d_head)
     blocked = ~inside.allowed[query]  # (k_len,)
