@@ -662,7 +662,8 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
-            "patch_position": "1", "corpus_stat": "eos_share"}
+            "patch_position": "1", "corpus_stat": "eos_share", "query": "1", "inside_step": "2", "neuron": "3",
+            "target": "7knil", "foil": "7knjl"}
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])

@@ -1,10 +1,12 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
+from .attribution import contrastive
 from .capture import ablate, capture, patch
 from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, Translation, checkpoint_folders,
                          checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
 from .config import TransformerConfig
 from .decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
 from .device import atlas_device, model_device
+from .forced import ForcedTarget, contrast, contrastive_scores, force, forced_target
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
 from .model import Transformer
@@ -21,6 +23,7 @@ __all__ = [
     "ModelCard",
     "BeamTree",
     "Sampling",
+    "ForcedTarget",
     "Step",
     "Translation",
     "beam_search",
@@ -37,6 +40,11 @@ __all__ = [
     "ablate",
     "atlas_device",
     "capture",
+    "contrast",
+    "contrastive",
+    "contrastive_scores",
+    "force",
+    "forced_target",
     "patch",
     "causal_mask",
     "decoder_mask",

@@ -29,6 +29,7 @@ class Page:
     lecture: bool
     image_format: str
     kinds: tuple[str, ...] = passes.ATTENTION_KINDS
+    target: passes.Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
 
     def layers(self, kind: str) -> int:
         return self.config.layers_of(kind)
@@ -109,6 +110,11 @@ class Page:
             raise Unavailable(loaded.error)
         return loaded.checkpoint.config
 
+    def inside(self, kind: str, layer: int) -> passes.Inside:
+        """One attention block's queries, keys, values, scores, weights, z and heads' results, and its layer's
+        feed-forward neurons, from one captured pass over this analysis's ids."""
+        return passes.inside(self.path, self.version, self.analysis.src_ids, self.analysis.tgt_ids, kind, layer)
+
     # ------------------------------------------------------------------------------------------ attribution views
 
     def default_translation(self) -> Analysis:
@@ -125,6 +131,16 @@ class Page:
         methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids,
                                    row)
         return passes.Explained(methods, decoded.src_tokens, decoded.output_tokens)
+
+    def contrastive(self) -> passes.Explained:
+        """Contrastive attribution of log p(target) - log p(foil) at each position where the page's target and foil
+        differ: (method, (positions, src_len)) pairs, rows labelled "target piece / foil piece"."""
+        forced, decoded = self.target, self.default_translation()
+        rows = tuple(t for t, (a, b) in enumerate(zip(forced.output_ids, forced.foil_ids)) if a != b)
+        methods = passes.contrastive(self.path, self.version, decoded.src_ids, forced.tgt_ids, forced.output_ids,
+                                     forced.foil_ids, rows) if rows else ()
+        labels = tuple(f"{forced.output_tokens[t]} / {forced.foil_tokens[t]}" for t in rows)
+        return passes.Explained(methods, decoded.src_tokens, labels)
 
     def lens(self) -> passes.Lens:
         """The logit lens of this input's default decoding: each decoder stage's top pieces."""

@@ -30,6 +30,8 @@ from transformer import attribution, corpus, faithfulness
 from transformer.checkpoint import SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, folder_problem, read_config, read_tokenizer
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 from transformer.decoding import Sampling, output_limit
+from transformer.forced import contrast, force
+from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
 
@@ -437,3 +439,101 @@ def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head:
     """The sentences where one head's `statistic` is highest (transformer.corpus.top_sentences)."""
     return corpus.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
                                 TOP_SENTENCES)
+
+
+# ---------------------------------------------------------------------------------------------- inside a block
+# One attention block's hook points and its layer's feed-forward neurons (transformer.hooks.INSIDE_HOOKS), captured
+# in one pass over the page's ids: every number the "Inside a head" view shows is one of these, or a product of two.
+
+# The residual stream each kind's block reads its queries from (post-LN: as it is; pre-LN: normalised first).
+BLOCK_INPUT = {"encoder.self": "hook_resid_pre", "decoder.self": "hook_resid_pre", "decoder.cross": "hook_resid_mid"}
+
+
+class Inside(NamedTuple):
+    block_input: np.ndarray  # (q_len, d_model) the residual stream entering the block
+    q: np.ndarray  # (heads, q_len, d_head) queries
+    k: np.ndarray  # (heads, k_len, d_head) keys
+    v: np.ndarray  # (heads, k_len, d_head) values
+    scores: np.ndarray  # (heads, q_len, k_len) q·k / √d_head, before the mask
+    allowed: np.ndarray  # (q_len, k_len) bool, True = may attend: the mask the model used
+    weights: np.ndarray  # (heads, q_len, k_len) the softmax: the pattern every view shows
+    z: np.ndarray  # (heads, q_len, d_head) the weighted sum of the values
+    result: np.ndarray  # (q_len, heads, d_model) each head's z through its slice of W_O
+    neurons: np.ndarray  # (length, d_ff) the layer's feed-forward hidden activations (its stack's tokens)
+
+
+@shared_pass("Looking inside the block…")
+def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, layer: int) -> Inside:
+    """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0."""
+    model = load(path, version).checkpoint.model
+    stack, role = kind.split(".")
+    layer_path = f"{stack}.layers.{layer}"
+    block = f"{layer_path}.{role}_attn"
+    parts = ("q", "k", "v", "scores", "mask", "pattern", "z", "result")
+    names = [f"{block}.hook_{part}" for part in parts]
+    names += [f"{layer_path}.{BLOCK_INPUT[kind]}", f"{layer_path}.feed_forward.hook_mlp_post"]
+    wanted = set(names)
+    device = model_device(model)
+    # What every pass captures as well, so that every block computes as it does there (none fused): the weights are
+    # bit for bit the ones the other views show.
+    with model_turn(), torch.no_grad(), capture(model, lambda name: name in wanted or not name.endswith(INSIDE_HOOKS)
+                                                ) as record:
+        model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
+    found = [read_only(record.hooks[name][0].cpu().numpy()) for name in names]
+    (q, k, v, scores, mask, weights, z, result), (block_input, neurons) = found[:8], found[8:]
+    return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons)
+
+
+# ---------------------------------------------------------------------------------------------- a target, a foil
+# Any target teacher-forced through the decoder instead of the model's own output (transformer.forced): its
+# attention, and each of its pieces' probability and rank; with a foil, per position log p(target) - log p(foil).
+
+
+class Forced(NamedTuple):
+    error: str  # why the foil cannot be compared ("" if it can, or if there is none)
+    tgt_ids: tuple[int, ...]  # decoder input: <s> and the target's pieces
+    output_ids: tuple[int, ...]  # the target's pieces and </s>
+    tgt_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    probs: tuple[float, ...]  # of each target piece at its position
+    ranks: tuple[int, ...]  # 1 = the model's own choice there
+    attention: Attention
+    foil_ids: tuple[int, ...] = ()  # the foil's pieces and </s> (none without a foil, or when it cannot be compared)
+    foil_tokens: tuple[str, ...] = ()
+    contrast: tuple[float, ...] = ()  # log p(target_t) - log p(foil_t), both after the target's prefix
+
+
+@shared_pass("Teacher-forcing the target…")
+def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "") -> Forced:
+    """`target` teacher-forced after the source `src_ids`, and the foil's contrast with it (ValueError: the target
+    has nothing to read)."""
+    checkpoint = load(path, version).checkpoint
+    with model_turn():
+        result = force(checkpoint.model, list(src_ids), checkpoint.encode(target, "tgt")[1:])
+    pieces = checkpoint.tgt_tokenizer.pieces
+    attention = attention_of(result.attention)
+    made = Forced("", tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
+                  tuple(pieces(result.output_ids)), tuple(result.probs), tuple(result.ranks), attention)
+    if not foil:
+        return made
+    foil_ids = checkpoint.encode(foil, "tgt")[1:]
+    try:
+        scores = contrast(result, foil_ids)
+    except ValueError as error:
+        return made._replace(error=f"The foil cannot be compared: {error}.")
+    return made._replace(foil_ids=tuple(foil_ids), foil_tokens=tuple(pieces(foil_ids)),
+                         contrast=tuple(float(score) for score in scores))
+
+
+@shared_pass("Attributing the contrast…")
+def contrastive(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, foil_ids: tuple,
+                rows: tuple) -> tuple:
+    """Contrastive attribution of log p(target_t) - log p(foil_t) for the decoder positions `rows`: ((method,
+    (rows, src_len)), ...), each row divided by the sum of its absolute values."""
+    model = load(path, version).checkpoint.model
+    src, tgt = torch.tensor([src_ids]), torch.tensor([tgt_ids])
+    targets, foils = torch.tensor(output_ids), torch.tensor(foil_ids)
+    with model_turn():
+        return tuple((f"contrastive {method}", read_only(attribution.normalise_rows(
+            attribution.contrastive(model, src, tgt, targets, foils, list(rows), method), signed=True)))
+            for method in ("input_x_gradient", "integrated_gradients"))

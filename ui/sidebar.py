@@ -7,7 +7,7 @@ import streamlit as st
 
 import viz
 
-from . import passes
+from . import passes, target
 from .analysis import Analysis
 from .page import Page
 from .plain import plain, visible_name
@@ -186,7 +186,9 @@ def build_page(headline) -> Page | None:
     except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do
         st.info(str(error))
         analysis = None
+    forced = None
     if analysis is not None:
+        analysis, forced = target.choose(path, version, analysis)
         analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
     image_format = settle("image", ("png", "svg"))
     if not st.session_state.lecture:
@@ -194,7 +196,8 @@ def build_page(headline) -> Page | None:
                                      help="What the camera button in each figure's toolbar saves.")
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
-                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format)
+                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format, target=forced)
     if analysis is not None:
         show_output(page, headline)
+        target.show(page)
     return page

@@ -112,6 +112,11 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "corrupt": (typed_text, None),
     "patch_position": (int, 0),
     "corpus_stat": (str, "previous_share"),
+    "query": (int, 0),
+    "inside_step": (int, 0),
+    "neuron": (int, None),
+    "target": (str, ""),
+    "foil": (str, ""),
 }
 ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
 SHOWN_CHARS = 40  # of a refused link value in its notice

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from ui.view import View
 
-from . import (ablation, attention, attribution, compare, decoding, head_view, heads, masks, model, patching,
-               positional, training)
+from . import (ablation, attention, attribution, compare, decoding, head_view, heads, inside, masks, model,
+               patching, positional, training)
 
 VIEWS: list[View] = [
     attention.VIEW,
     model.VIEW,
     head_view.VIEW,
+    inside.VIEW,
     compare.VIEW,
     decoding.VIEW,
     masks.VIEW,

@@ -11,7 +11,26 @@ from ui.shared import once
 from ui.view import View
 from ui.widgets import show_figure
 
+
+def contrastive(page: Page) -> None:
+    """With a target and a foil: which source tokens make the model prefer the target's piece to the foil's."""
+    if page.target is None or not page.target.contrast:
+        return
+    explained = page.contrastive()
+    st.markdown("**Why the target and not the foil**")
+    if not explained.methods:
+        st.caption("The target and the foil agree at every position: there is no difference to attribute.")
+        return
+    show_figure(page, once(viz.attribution_figure, dict(explained.methods), list(explained.output_tokens),
+                           list(explained.src_tokens), signed=set(explained.methods),
+                           title="log p(target) − log p(foil), attributed",
+                           theme=page.theme), "attribution-contrastive")
+    st.caption("Row: a position where they differ (target piece / foil piece), both after the target's prefix. Red "
+               "source tokens raise the target's piece over the foil's (Yin & Neubig 2022), blue ones the foil's.")
+
+
 def render(page: Page) -> None:
+    contrastive(page)
     decoded = page.default_translation()
     outputs, src = list(decoded.output_tokens), list(decoded.src_tokens)
     if page.beam_size > 1:

@@ -1,0 +1,96 @@
+"""The Target and Foil fields through a link: every view reads the target, the output shows each target piece's
+probability and rank, a foil's log p(target) − log p(foil), and the Attribution view attributes that difference."""
+import base64
+import json
+
+import numpy as np
+import pytest
+
+from helpers import LOADABLE
+from transformer import forced_target, load_checkpoint
+
+TEXT = "abc12"
+CONTRAST = "log p(target) − log p(foil)"
+
+
+@pytest.fixture(scope="module")
+def output(app_checkpoints) -> str:
+    """The default checkpoint's own output for TEXT."""
+    return load_checkpoint(app_checkpoints / LOADABLE[0]).translate(TEXT).text
+
+
+def changed(output: str) -> str:
+    """`output` with its third character replaced."""
+    return output[:2] + ("x" if output[2] != "x" else "y") + output[3:]
+
+
+def target_table(at):
+    tables = [frame.value for frame in at.dataframe if "target piece" in frame.value.columns]
+    assert len(tables) == 1
+    return tables[0]
+
+
+def drawn_z(at) -> np.ndarray:
+    """The first figure's first heatmap, as Plotly's JSON carries it (a typed array)."""
+    z = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]
+    if isinstance(z, list):
+        return np.array(z, dtype=float)
+    shape = [int(n) for n in str(z["shape"]).split(",")]
+    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).astype(float)
+
+
+def titles(at) -> list[str]:
+    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+
+
+def test_the_models_own_output_as_target_changes_nothing(app, output):
+    plain = app(text=TEXT, view="attention")
+    forced = app(text=TEXT, view="attention", target=output)
+    assert not forced.exception and not forced.warning
+    table = target_table(forced)
+    assert table["rank"].tolist() == [1] * len(table)  # the model's own choice at every position
+    np.testing.assert_array_equal(drawn_z(plain), drawn_z(forced))
+
+
+def test_a_changed_piece_of_the_target_is_unlikely_and_every_view_reads_the_target(app, app_checkpoints, output):
+    target = changed(output)
+    at = app(text=TEXT, view="inside", target=target, kind="decoder.self", query="3", inside_step="0")
+    assert not at.exception and not at.warning
+    table = target_table(at)
+    assert table["target piece"].tolist()[2] == target[2]
+    assert table["probability"][2] < 0.1 and table["rank"][2] > 1
+    assert at.query_params["target"] == target
+    query_row = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["ticktext"][0]
+    assert query_row == f"q · {target[2]} → {target[3]}"  # the inside view's query is the target's piece
+    at = app(text=TEXT, view="attention", target=target)  # the attention the target gets, not the output's
+    expected = forced_target(load_checkpoint(app_checkpoints / LOADABLE[0]), TEXT, target).attention
+    np.testing.assert_allclose(drawn_z(at), expected["decoder.0.cross"][0, 0].numpy(), atol=1e-6)
+
+
+def test_a_foil_is_compared_position_by_position_and_attributed(app, output):
+    foil = changed(output)
+    at = app(text=TEXT, view="attribution", target=output, foil=foil, lecture="1")
+    assert not at.exception and not at.warning
+    table = target_table(at)
+    contrast = np.array(table[CONTRAST].tolist())
+    assert contrast[2] > 1 and np.all(np.delete(contrast, 2) == 0)
+    assert titles(at)[0] == "log p(target) − log p(foil), attributed"
+    layout = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]
+    assert len(layout["yaxis"]["ticktext"]) == 1  # one row: the one position where they differ
+    assert at.query_params["foil"] == foil
+
+
+def test_a_foil_of_another_length_is_refused_with_a_reason(app, output):
+    at = app(text=TEXT, view="attribution", target=output, foil=output + "zz")
+    assert not at.exception
+    assert any("foil cannot be compared" in warning.value for warning in at.warning)
+    assert CONTRAST not in target_table(at).columns
+    assert "log p(target) − log p(foil), attributed" not in titles(at)
+
+
+def test_a_target_of_markdown_and_html_draws_and_stays_in_the_link(app):
+    hostile = "**b** <img src=x onerror=1> `c`"
+    at = app(text=TEXT, target=hostile, view="inside")
+    assert not at.exception
+    assert target_table(at)["target piece"].tolist()[-1] == "</s>"
+    assert at.query_params["target"] == hostile

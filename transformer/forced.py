@@ -1,0 +1,80 @@
+"""Any target through the decoder: its attention and how likely the model finds each of its pieces; and a foil.
+
+A forced target is teacher-forced: the decoder reads <s> and the target's pieces (not its own choices), and at each
+position we read the probability of the target's next piece and its rank among every piece of the vocabulary (1 =
+the model's own choice there). Forcing the model's own output gives exactly the pass `Checkpoint.translate`
+captures.
+
+A foil is an alternative output with as many pieces (one word changed, say). Its contrastive score at position t is
+log p(target_t) - log p(foil_t), both read after the target's prefix (Yin & Neubig 2022, "Interpreting Language
+Models with Contrastive Explanations": why the model prefers target_t to foil_t *here*): 0 wherever the two agree,
+positive where the model prefers the target. `transformer.attribution.contrastive` attributes that difference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .capture import capture
+from .device import model_device
+from .hooks import NameFilter
+from .model import Transformer
+from .record import AttentionRecord
+
+
+@dataclass(frozen=True)
+class ForcedTarget:
+    """One teacher-forced pass over a given target."""
+
+    src_ids: list[int]  # encoder input, ending with </s>
+    tgt_ids: list[int]  # decoder input: <s> and the target's pieces (its last piece, </s>, is never fed)
+    output_ids: list[int]  # the piece each decoder position is made to predict: the target's pieces and </s>
+    probs: list[float]  # p(output_ids[t]) at each position t
+    ranks: list[int]  # 1 + how many pieces the model finds more likely than output_ids[t] at t
+    log_probs: torch.Tensor  # (tgt_len, tgt_vocab) log-softmax of the logits at every position, on the CPU
+    attention: AttentionRecord  # the captured pass, on the CPU
+
+
+def force(model: Transformer, src_ids: list[int], output_ids: list[int], names: NameFilter = None,
+          ) -> ForcedTarget:
+    """Teacher-force `output_ids` (the pieces to predict, </s> last; no <s>) after source `src_ids`, capturing
+    the hook points `names` selects (see `capture`)."""
+    if not output_ids:
+        raise ValueError("the target has no pieces: it needs at least </s>")
+    tgt_ids = [model.config.bos_id, *output_ids[:-1]]
+    device = model_device(model)
+    with torch.no_grad(), capture(model, names) as record:
+        logits = model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
+    logits = logits[0].cpu()  # (tgt_len, tgt_vocab)
+    probs = logits.softmax(dim=-1)  # as Checkpoint.translate reads its output's probabilities
+    positions, targets = torch.arange(len(output_ids)), torch.tensor(output_ids)
+    chosen = logits[positions, targets]  # (tgt_len,)
+    ranks = 1 + (logits > chosen[:, None]).sum(dim=-1)
+    return ForcedTarget(list(src_ids), tgt_ids, list(output_ids), probs[positions, targets].tolist(), ranks.tolist(),
+                        logits.log_softmax(dim=-1), record.cpu())
+
+
+def forced_target(checkpoint, text: str, target: str, names: NameFilter = None) -> ForcedTarget:
+    """`target` (text in the target language) teacher-forced through the decoder of a loaded Checkpoint after the
+    input `text`."""
+    return force(checkpoint.model, checkpoint.encode(text), checkpoint.encode(target, "tgt")[1:], names)
+
+
+def contrast(forced: ForcedTarget, foil_ids: list[int]) -> np.ndarray:
+    """log p(target_t) - log p(foil_t) at each position t, both after the target's prefix: (tgt_len,).
+
+    foil_ids: the foil's pieces, </s> last, as many as the target's (ValueError otherwise)."""
+    if len(foil_ids) != len(forced.output_ids):
+        raise ValueError(f"the foil has {len(foil_ids)} pieces with </s> and the target {len(forced.output_ids)}: "
+                         "a foil is compared piece by piece, so it needs as many (change a word for one of the "
+                         "same number of pieces)")
+    positions = torch.arange(len(foil_ids))
+    log_probs = forced.log_probs
+    return (log_probs[positions, forced.output_ids] - log_probs[positions, foil_ids]).numpy()
+
+
+def contrastive_scores(checkpoint, text: str, target: str, foil: str) -> np.ndarray:
+    """Per position log p(target_t) - log p(foil_t) for the input `text` (see `contrast`)."""
+    return contrast(forced_target(checkpoint, text, target, names=[]), checkpoint.encode(foil, "tgt")[1:])

@@ -1,0 +1,70 @@
+"""The sidebar's Target and Foil fields (?target=, ?foil=): a target teacher-forced through the decoder instead of
+the model's output, so that every view shows the attention for it; and a foil, compared with it position by
+position. Under the output: each target piece's probability and rank, and log p(target) - log p(foil)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import streamlit as st
+
+from . import passes
+from .analysis import Analysis
+from .page import Page
+from .plain import plain
+from .state import MAX_INPUT_CHARS
+from .widgets import PROBABILITY
+
+TARGET_HELP = ("Any output you like (the reference translation, say), read by the decoder instead of its own output: "
+               "every view then shows the attention for it, and the output shows how likely the model finds each of "
+               "its pieces. Empty: the model's own output.")
+FOIL_HELP = ("An alternative to the target with as many pieces (one word changed): each position shows log p(target) "
+             "− log p(foil), and the Attribution view attributes that difference.")
+
+
+def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passes.Forced | None]:
+    """The Target and Foil fields; with a target, `analysis` with the target's ids, pieces, probabilities and
+    attention in place of the model's output (the model's own output stays in the Forced's absence only)."""
+    for name in ("target", "foil"):
+        if len(st.session_state.get(name, "")) > MAX_INPUT_CHARS:  # a link's text is not cut by max_chars
+            st.session_state[name] = st.session_state[name][:MAX_INPUT_CHARS]
+    target = st.sidebar.text_input("Target (teacher-forced)", key="target", max_chars=MAX_INPUT_CHARS,
+                                   help=TARGET_HELP, placeholder="the model's own output")
+    foil = st.sidebar.text_input("Foil", key="foil", max_chars=MAX_INPUT_CHARS, help=FOIL_HELP,
+                                 disabled=not target.strip(), placeholder="another output to compare")
+    if not target.strip():
+        return analysis, None
+    src_ids = tuple(i for i in analysis.src_ids if i != analysis.pad_id)
+    try:
+        forced = passes.forced(path, version, src_ids, target, foil.strip() and foil)
+    except ValueError as error:  # a target with nothing to read
+        st.sidebar.warning(f"The target is not used: {error}")
+        return analysis, None
+    return dataclasses.replace(analysis, text=target, tgt_ids=forced.tgt_ids, tgt_tokens=forced.tgt_tokens,
+                               output_tokens=forced.output_tokens, output_ids=forced.output_ids,
+                               probs=forced.probs, attention=forced.attention), forced
+
+
+def show(page: Page) -> None:
+    """Under the output: the target's pieces with probability and rank, and the foil's contrast."""
+    forced = page.target
+    if forced is None:
+        return
+    if forced.error:
+        st.warning(forced.error, icon="⚠️")
+    table = {"position": range(len(forced.output_tokens)), "target piece": forced.output_tokens,
+             "probability": forced.probs, "rank": forced.ranks}
+    if forced.contrast:
+        table.update({"foil piece": forced.foil_tokens, "log p(target) − log p(foil)": forced.contrast})
+    least = min(range(len(forced.probs)), key=forced.probs.__getitem__)
+    summary = (f"Teacher-forced target: the decoder reads it instead of its own output. Least likely piece: "
+               f"“{plain(forced.output_tokens[least])}” at position {least} (p = {forced.probs[least]:.3g}, rank "
+               f"{forced.ranks[least]}).")
+    with st.expander("Target pieces: probability and rank" + (" · foil" if forced.contrast else ""),
+                     expanded=not page.lecture):
+        st.caption(summary)
+        st.dataframe(pd.DataFrame(table), hide_index=True, column_config={
+            "probability": PROBABILITY, "log p(target) − log p(foil)": st.column_config.NumberColumn(format="%.3f")})
+        if forced.contrast:
+            st.caption("Both read after the target's prefix: 0 where the two agree, above 0 where the model prefers "
+                       "the target.")
