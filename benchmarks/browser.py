@@ -3,7 +3,6 @@ model view's grid is drawn, the bytes the page transfers, and the first visitor'
 server."""
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import time
@@ -49,8 +48,8 @@ def measure(setup: Setup) -> list[dict]:
 
     checkpoints = wide_checkpoints(setup)
     folder = setup.workdir / "browser-checkpoints"  # one server for every length: the link picks the checkpoint
-    for path in checkpoints.values():  # hard links: the app refuses symbolic links that leave its folder
-        shutil.copytree(path, folder / path.name, copy_function=os.link)
+    for path in checkpoints.values():  # copies: the app refuses links that leave its folder, hard ones too
+        shutil.copytree(path, folder / path.name)
     loaded = {tokens: load_checkpoint(path) for tokens, path in checkpoints.items()}
     texts = {tokens: distinct_texts(checkpoint.src_tokenizer, tokens) for tokens, checkpoint in loaded.items()}
     panels = {tokens: checkpoint.config.num_decoder_layers * checkpoint.config.num_heads
@@ -124,7 +123,7 @@ def first_figure(setup: Setup) -> list[dict]:
 
     if setup.smoke:
         folder = setup.workdir / "first-visit-checkpoints"
-        shutil.copytree(setup.checkpoint, folder / setup.checkpoint.name, copy_function=os.link)
+        shutil.copytree(setup.checkpoint, folder / setup.checkpoint.name)
     else:
         folder = ROOT / "checkpoints"
     reference = setup.workdir / "reference_page.py"

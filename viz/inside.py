@@ -10,6 +10,9 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from numpy.typing import ArrayLike
+
+from .conventions import Tokens
 
 from .labels import safe_label, token_axis, token_range
 from .layout import COLOUR_BAR_PX, LINE_EM, colour_bar_px, text_px, widest_px
@@ -99,8 +102,9 @@ def _panel_title(text: str, domain, theme: Theme) -> dict:
                 xanchor="center", yanchor="bottom", yshift=4, showarrow=False, font=dict(size=theme.font_size))
 
 
-def vectors_figure(vectors, labels, *, title: str, width: int, heading: str = "", bars=None, bars_heading: str = "",
-                   blocked_rows=None, theme: Theme = Theme()) -> go.Figure:
+def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int, heading: str = "",
+                   bars: ArrayLike | None = None, bars_heading: str = "", blocked_rows: ArrayLike | None = None,
+                   theme: Theme = Theme()) -> go.Figure:
     """Each row of `vectors` (rows, dimensions) as a row of coloured cells (blue below 0, red above, one colour
     scale centred at 0), labelled with its label; `heading` over the cells. `bars` (rows,): a number per row as a
     bar in a panel beside them, headed `bars_heading`; `blocked_rows` (rows,) bool: rows whose bar is MASKED."""
@@ -139,8 +143,8 @@ def vectors_figure(vectors, labels, *, title: str, width: int, heading: str = ""
     return apply_theme(fig, theme, title)
 
 
-def softmax_figure(dots, scores, weights, blocked, key_labels, d_head: int, *, title: str,
-                   theme: Theme = Theme()) -> go.Figure:
+def softmax_figure(dots: ArrayLike, scores: ArrayLike, weights: ArrayLike, blocked: ArrayLike, key_labels: Tokens,
+                   d_head: int, *, title: str, theme: Theme = Theme()) -> go.Figure:
     """From dot products to weights for one query, a bar per key in three panels: q·k; the score q·k / √d_head, a
     blocked key marked MASKED (the mask adds -∞ there); the softmax of the scores, the attention weights (0 on
     blocked keys). (k_len,) each; blocked: bool, True = the mask blocks that key."""
@@ -165,7 +169,8 @@ def softmax_figure(dots, scores, weights, blocked, key_labels, d_head: int, *, t
     return apply_theme(go.Figure(dict(data=data, layout=layout)), theme, title)
 
 
-def neuron_figure(activations, labels, neuron: int, *, title: str = "", theme: Theme = Theme()) -> go.Figure:
+def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title: str = "",
+                  theme: Theme = Theme()) -> go.Figure:
     """One feed-forward neuron's activation (len(labels),) at every token, a bar each."""
     activations = np.asarray(activations, dtype=float)
     heading = f"neuron {neuron}"
@@ -180,7 +185,7 @@ def neuron_figure(activations, labels, neuron: int, *, title: str = "", theme: T
     return apply_theme(go.Figure(dict(data=data, layout=layout)), theme, title or f"Neuron {neuron} over the input")
 
 
-def top_neurons(activations, labels, k: int = 5) -> pd.DataFrame:
+def top_neurons(activations: ArrayLike, labels: Tokens, k: int = 5) -> pd.DataFrame:
     """The k most active neurons at each token: activations (tokens, d_ff) -> a row per token, its label and, for
     each rank, the neuron and its activation ("n 17: 2.31")."""
     activations = np.asarray(activations, dtype=float)

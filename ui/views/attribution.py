@@ -22,7 +22,7 @@ def contrastive(page: Page) -> None:
         st.caption("The target and the foil agree at every position: there is no difference to attribute.")
         return
     show_figure(page, once(viz.attribution_figure, dict(explained.methods), list(explained.output_tokens),
-                           list(explained.src_tokens), signed=set(explained.methods),
+                           list(explained.src_tokens), signed=tuple(name for name, _ in explained.methods),
                            title="log p(target) − log p(foil), attributed",
                            theme=page.theme), "attribution-contrastive")
     st.caption("Row: a position where they differ (target piece / foil piece), both after the target's prefix. Red "
