@@ -101,4 +101,4 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
     return sides[0], sides[1]
 
 
-VIEW = View("compare", "Compare", "Compare", render)
+VIEW = View("compare", "Compare", render)
