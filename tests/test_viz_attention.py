@@ -5,7 +5,7 @@ import pytest
 import viz
 
 TOKENS = ["<s>", "▁the", "▁cat", "▁the", "<pad>"]
-ESCAPED = ("&lt;s&gt;", "▁the", "▁cat", "▁the", "&lt;pad&gt;")
+ESCAPED = ("&lt;s&gt;", "·the", "·cat", "·the", "&lt;pad&gt;")  # tick labels: the word-start marker as a dot
 N = len(TOKENS)
 KEY_IS_PAD = np.array([False, False, False, False, True])
 

@@ -86,10 +86,14 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
     if len(snapshots) < 2:
         st.info("This checkpoint's card lists no training snapshots.")
         return None
-    columns = st.columns(2)
+    # On a projector one compact row, labels folded into the options (A: step 250): the figure starts high.
+    columns = [controls("compare-snapshots")] * 2 if page.lecture else st.columns(2)
     sides = ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))
     chosen = [draw(column.selectbox, f"Snapshot {name[-1].upper()}", name, snapshots, fallback,
-                   format_func=page.snapshot_label, persist_state="session") for column, name, fallback in sides]
+                   format_func=(lambda s, side=name[-1].upper(): f"{side}: {page.snapshot_label(s)}")
+                   if page.lecture else page.snapshot_label, persist_state="session",
+                   label_visibility="collapsed" if page.lecture else "visible",
+                   width=300 if page.lecture else "stretch") for column, name, fallback in sides]
     try:
         sides = [(page.forced(snapshot=snapshot).head(kind, layer, head), page.snapshot_label(snapshot))
                  for snapshot in chosen]
