@@ -3,8 +3,8 @@
 A figure lays itself out for the width it is given (viz.Theme.width): a laptop with the sidebar open, a projector,
 lecture mode with the sidebar folded all differ. A small component in the page measures the main column (as if no
 scrollbar took its share: one appearing must not make every figure narrower and the page shorter again) and the
-window's height, and reports them when they change by more than a few pixels; the page is then drawn again for the
-new space. Until it has reported (the first run of a session, or a test without a browser), DEFAULT_PX stands in.
+window's height, and reports them, once the page has finished its run, when they change by more than a few pixels;
+the page is then drawn again for the new space. Until it has reported (the first run of a session, or a test without a browser), DEFAULT_PX stands in.
 """
 from __future__ import annotations
 
@@ -23,6 +23,12 @@ export default function(component) {
   if (!main) return;
   let timer;
   const measure = () => {
+    // Reported once the page has finished its run: a report reruns the script, and would stop a slow first run.
+    if (document.querySelector('[data-testid="stStatusWidget"]')) {
+      clearTimeout(timer);
+      timer = setTimeout(measure, 250);
+      return;
+    }
     const style = getComputedStyle(main);
     const scroller = main.closest('[data-testid="stMain"]') || main.parentElement;
     const bar = scroller.offsetWidth - scroller.clientWidth;

@@ -85,13 +85,14 @@ def patching_figure(heads, positions, position_tokens, *, title="Activation patc
     """Effects of patching on the measured log-probability, on one diverging scale centred at 0.
 
     heads: attention kind -> (layers, heads); positions: stack ("encoder", "decoder") -> (layers, len(tokens)),
-    position_tokens: stack -> its tokens. Top row: a layer x head panel per attention kind; below, a layer x
-    position panel per stack, one tick per token, each as wide as the figure (its tokens take what the theme's
-    width leaves)."""
+    position_tokens: stack -> its tokens. Top row: a layer x head panel per attention kind (titled by the kind);
+    below, a layer x position panel per stack, one tick per token, each as wide as the figure (its tokens take what
+    the theme's width leaves)."""
     tables = [*heads.values(), *positions.values()]
     limit = symmetric_limit(np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables]))
     cols = max(len(heads), 1)
-    titles = [f"{kind}: layer x head" for kind in heads] + [""] * (cols - len(heads))
+    # The head panels' titles name the kind only (their L and H ticks say the rest): three side by side must fit.
+    titles = [str(kind) for kind in heads] + [""] * (cols - len(heads))
     titles += [f"{stack} residual stream: layer x position" for stack in positions]
     specs = [[{}] * cols] + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
     fig = subplots(1 + len(positions), cols, titles=titles, specs=specs)

@@ -15,6 +15,7 @@ from ui.widgets import controls, head_label, head_picker, head_title, produces_c
 
 COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
                "snapshots": "two snapshots"}
+SNAPSHOTS_NOTE = "Both snapshots read the final model's output (teacher forcing), so the cells line up."
 Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
 
 
@@ -41,6 +42,8 @@ def render(page: Page) -> None:
                theme=page.theme)
     show_figure(page, fig, f"compare-{mode}")
     produces_caption(figure)
+    if page.lecture and mode == "snapshots":
+        st.caption(SNAPSHOTS_NOTE)
 
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
@@ -101,7 +104,8 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
         st.error("This snapshot could not be loaded.")
         st.code(str(error), language=None)
         return None
-    st.caption("Both snapshots read the final model's output (teacher forcing), so the cells line up.")
+    if not page.lecture:  # on a projector under the figure (render): above, it pushes the figure down
+        st.caption(SNAPSHOTS_NOTE)
     return sides[0], sides[1]
 
 
