@@ -4,7 +4,8 @@ A figure lays itself out for the width it is given (viz.Theme.width): a laptop w
 lecture mode with the sidebar folded all differ. A small component in the page measures the main column (as if no
 scrollbar took its share: one appearing must not make every figure narrower and the page shorter again) and the
 window's height, and reports them, once the page has finished its run, when they change by more than a few pixels;
-the page is then drawn again for the new space. Until it has reported (the first run of a session, or a test without a browser), DEFAULT_PX stands in.
+the page is then drawn again for the new space. Until it has reported (the first run of a session, or a test without
+a browser), DEFAULT_PX stands in.
 """
 from __future__ import annotations
 
