@@ -125,12 +125,14 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float,
     for _ in range(1, grid_rows):
         top.append(top[-1] + panel_h + panel_title_band + (x_band if label_every_panel else 0.6 * theme.font_size))
     plot_h = top[-1] + panel_h
+    # The legend's room is in the height but not in the bottom margin: Plotly.js adds a bottom legend's height to the
+    # margin itself (with it in the margin too, the panels lost that height and their row labels collided).
     margin = dict(l=y_band + 10, r=(colour_bar_px(theme) if per_row in bar_columns else 0) + 20,
-                  t=title_band + panel_title_band, b=x_band + 10 + legend_band)
+                  t=title_band + panel_title_band, b=x_band + 10)
     width = max(margin["l"] + plot_w + margin["r"], text_px(title, theme.title_size) + 40)
     return dict(font=font, column_px=column_px, row_px=row_px, panel_w=panel_w, panel_h=panel_h, x_angle=x_angle,
                 left=left, top=top, plot_w=width - margin["l"] - margin["r"], plot_h=plot_h, margin=margin,
-                width=width, height=margin["t"] + plot_h + margin["b"], plot_w_panels=plot_w)
+                width=width, height=margin["t"] + plot_h + margin["b"] + legend_band, plot_w_panels=plot_w)
 
 
 def _choose(theme: Theme, row_labels, col_labels, rows: int, cols: int, panels: int, wrap: bool, bar_panels,
