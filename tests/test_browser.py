@@ -237,12 +237,11 @@ def open_link(page, url: str, **params) -> None:
     wait_for_rerun(page, settle_s=0.2, start_s=0)
 
 
-def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int],
-                   grid: tuple[int, int] | None = None) -> list[str]:
+def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int]) -> list[str]:
     """What is wrong with one figure's labels: an axis that should carry every source token carrying another count,
     colliding neighbours, text on text. axes: "x" or "xy" (see VIEWS_MEASURED), or "model" for the model view,
-    whose `grid` (layers, heads) labels each column's bottom x axis and each row's first y axis; or {letter: side}
-    with tokens {side: count} (see VIEWS_MEASURED)."""
+    which labels each shown column's bottom x axis and each shown row's first y axis; or {letter: side} with tokens
+    {side: count} (see VIEWS_MEASURED)."""
     if isinstance(axes, dict):
         tokens = {letter: tokens[side] for letter, side in axes.items()}
     labelled = {letter: {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith(letter)}
@@ -254,11 +253,11 @@ def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict
                         f"of a {shown['page']:.0f} px page")
     problems += [f"{name}: {axis}: {problem}" for axis, ticks in result["ticks"].items()
                  for problem in ticks["problems"]]
-    # The model view labels each shown column's bottom x axis and each shown row's first y axis: the whole grid where
-    # it fits the page, else the window of it that does (the rest is a click away).
-    expected_axes = {"x": grid[1], "y": grid[0]} if axes == "model" else {letter: None for letter in axes}
+    # The model view labels each shown column's bottom x axis and each shown row's first y axis (every panel's, with
+    # four panels or fewer): of the whole grid where it fits the page, else of the window of it that does.
+    expected_axes = {"x": None, "y": None} if axes == "model" else {letter: None for letter in axes}
     for letter, count in expected_axes.items():
-        if not labelled[letter] or (count is not None and len(labelled[letter]) > count):
+        if not labelled[letter] or (count is not None and len(labelled[letter]) != count):
             problems.append(f"{name}: {len(labelled[letter])} labelled {letter} axes, expected {count or 'some'}")
         expected = tokens[letter] if isinstance(tokens, dict) else tokens
         problems += [f"{name}: {axis} has {ticks['count']} labels for {expected} tokens"
@@ -311,21 +310,17 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
     page = browser.new_page(viewport=viewport)
     page.set_default_timeout(RUN_S * 1000)
 
-    def measured(name: str, index: int | str, axes: str | dict, kind: str, tokens: dict[str, int],
-                 grid: tuple[int, int]) -> dict:
+    def measured(name: str, index: int | str, axes: str | dict, kind: str, tokens: dict[str, int]) -> dict:
         """One figure's measurements; what is wrong with them goes to `problems`. tokens: {side: count}."""
         name, result = f"{name} {index}", figure_measures(page, index)
         if axes == "lines":
             problems.extend(lines_problems(name, result, kind, tokens))
         else:
-            problems.extend(label_problems(name, result, axes, tokens if isinstance(axes, dict) else tokens["src"],
-                                           grid))
+            problems.extend(label_problems(name, result, axes, tokens if isinstance(axes, dict) else tokens["src"]))
         return result
 
     try:
         for input_name, (checkpoint, text, tokens) in INPUTS.items():
-            config = shipped_checkpoints[checkpoint].config
-            grid = (config.num_encoder_layers, config.num_heads)
             rows = len(shipped_checkpoints[checkpoint].translate(text, beam_size=1).tgt_tokens)  # decoder input
             cases = [(view, params, figures, {"src": tokens, "tgt": rows}, THEN_KINDS.get(view, ()))
                      for view, (params, figures) in VIEWS_MEASURED.items()]
@@ -337,7 +332,7 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                 open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, decoding="greedy",
                           **params, **mode_params)
                 for index, axes in figures:
-                    result = measured(name, index, axes, params.get("kind"), counts, grid)
+                    result = measured(name, index, axes, params.get("kind"), counts)
                     if mode == "lecture" and view in FIGURE_FIRST and index == figures[0][0] \
                             and result["top"] > LECTURE_TOP_PX:
                         problems.append(f"{name}: the figure starts {result['top']:.0f} px down")
@@ -347,13 +342,13 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                     page.wait_for_url(lambda url: f"kind={kind}" in url)
                     wait_for_rerun(page, settle_s=0.2, start_s=0)
                     index, axes = figures[0]
-                    measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts, grid)
+                    measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts)
                     screenshot(page, folder, f"{name}-{kind}")
                 if view == "model":  # the head it opens: the Attention view of that head, every token labelled
                     page.get_by_role("button", name="Open in the Attention view").click()
                     page.wait_for_url(lambda url: "view=attention" in url)
                     wait_for_rerun(page, settle_s=0.2, start_s=0)
-                    measured(f"{name}-opened", 0, "xy", "encoder.self", counts, grid)
+                    measured(f"{name}-opened", 0, "xy", "encoder.self", counts)
                     screenshot(page, folder, f"{name}-opened")
         assert not page.locator('[data-testid="stException"]').count()
     finally:
