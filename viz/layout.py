@@ -101,8 +101,10 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float,
     # A panel is never smaller than MIN_PANEL_EM fonts (short inputs do not look like stamps), nor than the budget
     # allows: the preferred plot size, and the space the theme gives (what is left of it beside the labels).
     budget_w, budget_h = BUDGET_PX[theme.large]
-    if theme.width is not None:
-        budget_w = min(budget_w, theme.width - widest_px(row_labels, font) - colour_bar_px(theme) - 40)
+    if theme.width is not None:  # less the labels, the colour bars and the gaps between the panels
+        gap = (widest_px(row_labels, font) + 14 if label_every_panel else 0.6 * theme.font_size)
+        budget_w = min(budget_w, theme.width - widest_px(row_labels, font) - len(bar_columns) * colour_bar_px(theme)
+                       - (per_row - 1) * gap - 50)
     if theme.height is not None:
         budget_h = min(budget_h, theme.height - title_band - grid_rows * panel_title_band - widest_column - 30
                        - legend_band)
