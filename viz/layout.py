@@ -110,7 +110,10 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float,
                        - legend_band)
     smallest = (max(min(MIN_PANEL_EM * theme.font_size, budget_w / per_row), 0),
                 max(min(MIN_PANEL_EM * theme.font_size, budget_h / grid_rows), 0))
-    column_px = max(column_em * font, min_column_px, smallest[0] / max(len(col_labels), 1))
+    # A panel is at least as wide as its title (titles side by side must not touch).
+    titled = max((text_px(title.get("text", ""), theme.font_size) + 0.6 * theme.font_size for title in titles or ()),
+                 default=0)
+    column_px = max(column_em * font, min_column_px, max(smallest[0], titled) / max(len(col_labels), 1))
     row_px = max(TOKEN_STEP_EM * font, smallest[1] / max(len(row_labels), 1))
     panel_w, panel_h = column_px * len(col_labels), row_px * len(row_labels)
 

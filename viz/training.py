@@ -22,8 +22,8 @@ def snapshots_figure(snapshots, q_tokens, k_tokens, *, blocked=None, show_masks=
     if theme.width is None:  # as many as fit the preferred plot width at the smallest readable labels
         fitting = int(BUDGET_PX[theme.large][0] // (len(k_tokens) * TOKEN_STEP_EM * theme.min_font_size))
     else:  # as many as fit the theme's width
-        fitting = fit_grid(theme, q_tokens, k_tokens, 1, min(columns, len(snapshots)), title=title, titles=[],
-                           colour_bars=[("coloraxis", 1)])[1]
+        fitting = fit_grid(theme, q_tokens, k_tokens, 1, min(columns, len(snapshots)), title=title,
+                           titles=[dict(text=label) for label, _ in snapshots], colour_bars=[("coloraxis", 1)])[1]
     cols = max(1, min(columns, len(snapshots), fitting))
     rows = math.ceil(len(snapshots) / cols)
     # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout
