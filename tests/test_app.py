@@ -212,9 +212,10 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
     assert figure(ok(at))["layout"]["font"]["size"] == 24
     assert not at.download_button
     assert "values" not in [toggle.key for toggle in at.toggle]  # numbers in cells: not for the back row
-    assert "Positions" in at.selectbox(key="view").options  # short labels, in a compact list on a projector
+    # A compact list on a projector, with the names the views have everywhere: students hear the name they see.
+    assert at.selectbox(key="view").options == [view.label for view in VIEWS]
     at.toggle(key="lecture").set_value(False).run()
-    assert "Positional encoding" in view_picker(ok(at)).options
+    assert view_picker(ok(at)).options == [view.label for view in VIEWS]
 
 
 def test_dark_figures_when_the_browser_reports_no_theme(app):
@@ -429,6 +430,27 @@ def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path)
     assert made.sentences == 9 and Path(made.parquet).exists()  # the app's own run, cached
     ui.passes.corpus_file.clear()
     assert not Path(made.parquet).parent.exists()  # a released entry takes its temporary folder with it
+
+
+def test_the_head_picker_offers_no_select_all(app):
+    """One click on "Select all", the picker's first option, switched off every head of the model."""
+    at = ok(app(view="ablation"))
+    assert at.multiselect(key="ablate").proto.select_all == 0
+
+
+def test_the_app_opens_on_the_translator(app, monkeypatch):
+    """The README's first paragraph describes the translator: the app opens on eng-fra, not on the alphabetically
+    first folder (dates)."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(CHECKPOINTS))
+    at = ok(app())
+    assert at.selectbox(key="checkpoint").value == "eng-fra" and at.query_params["checkpoint"] == "eng-fra"
+
+
+def test_the_masks_note_in_lecture_mode_points_at_a_control_it_can_reach(app):
+    """Lecture mode folds the sidebar away: the note says how to get padding there, not only "use the sidebar"."""
+    laptop, lecture = ok(app(view="masks")).info[0].value, ok(app(view="masks", lecture="1")).info[0].value
+    assert "sidebar" in laptop and "Leave lecture mode" not in laptop
+    assert "Leave lecture mode" in lecture and "pad_src=" in lecture
 
 
 def test_ablation_shows_both_outputs(app):
@@ -929,6 +951,17 @@ def test_patching_an_edited_input_shows_effects(app, app_checkpoints):
                                                  "patch3", "patch4", 1)
     np.testing.assert_allclose(panels(at, 0)[0], result.heads["encoder.self"], atol=1e-6)
     assert at.query_params["corrupt"] == "patch4"
+
+
+def test_a_new_input_starts_the_corrupted_input_again(app):
+    """The corrupted input was the previous sentence's edit after a new sentence was typed, and the view said
+    "cannot be patched: 10 != 20"; it starts again from the new input."""
+    at = ok(app(view="patching", text="patch3"))
+    at.text_input(key="corrupt").set_value("patch4").run()
+    at.text_input(key="text").set_value("a much longer input").run()
+    assert at.text_input(key="corrupt").value == "a much longer input"
+    assert not [warning for warning in ok(at).warning if "cannot be patched" in warning.value]
+    assert "Edit one word" in at.info[0].value
 
 
 def test_patching_inputs_of_different_lengths_says_so(app):

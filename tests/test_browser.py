@@ -222,7 +222,7 @@ def figure_measures(page, index: int | str) -> dict:
     # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width.
     # column: the part shown, in the figure's own pixels (as MEASURE_JS's boxes).
     result["shown"] = page.evaluate(f"""() => {{ const gd = {chosen};
-        const column = gd.closest('[class*="st-key-scroll-"]').getBoundingClientRect();
+        const column = gd.closest('[class*="st-key-scroll-"], [class*="st-key-overflow-"]').getBoundingClientRect();
         const svg = gd.querySelector('svg.main-svg').getBoundingClientRect();
         return {{figure: gd.getBoundingClientRect().width, visible: column.width,
                  column: {{l: column.left - svg.left, r: column.right - svg.left}},
@@ -238,12 +238,11 @@ def open_link(page, url: str, **params) -> None:
     wait_for_rerun(page, settle_s=0.2, start_s=0)
 
 
-def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int],
-                   grid: tuple[int, int] | None = None) -> list[str]:
+def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict[str, int]) -> list[str]:
     """What is wrong with one figure's labels: an axis that should carry every source token carrying another count,
     colliding neighbours, text on text. axes: "x" or "xy" (see VIEWS_MEASURED), or "model" for the model view,
-    whose `grid` (layers, heads) labels each column's bottom x axis and each row's first y axis; or {letter: side}
-    with tokens {side: count} (see VIEWS_MEASURED)."""
+    which labels each shown column's bottom x axis and each shown row's first y axis; or {letter: side} with tokens
+    {side: count} (see VIEWS_MEASURED)."""
     if isinstance(axes, dict):
         tokens = {letter: tokens[side] for letter, side in axes.items()}
     labelled = {letter: {axis: ticks for axis, ticks in result["ticks"].items() if axis.startswith(letter)}
@@ -255,7 +254,9 @@ def label_problems(name: str, result: dict, axes: str | dict, tokens: int | dict
                         f"of a {shown['page']:.0f} px page")
     problems += [f"{name}: {axis}: {problem}" for axis, ticks in result["ticks"].items()
                  for problem in ticks["problems"]]
-    expected_axes = {"x": grid[1], "y": grid[0]} if axes == "model" else {letter: None for letter in axes}
+    # The model view labels each shown column's bottom x axis and each shown row's first y axis (every panel's, with
+    # four panels or fewer): of the whole grid where it fits the page, else of the window of it that does.
+    expected_axes = {"x": None, "y": None} if axes == "model" else {letter: None for letter in axes}
     for letter, count in expected_axes.items():
         if not labelled[letter] or (count is not None and len(labelled[letter]) != count):
             problems.append(f"{name}: {len(labelled[letter])} labelled {letter} axes, expected {count or 'some'}")
@@ -310,21 +311,17 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
     page = browser.new_page(viewport=viewport)
     page.set_default_timeout(RUN_S * 1000)
 
-    def measured(name: str, index: int | str, axes: str | dict, kind: str, tokens: dict[str, int],
-                 grid: tuple[int, int]) -> dict:
+    def measured(name: str, index: int | str, axes: str | dict, kind: str, tokens: dict[str, int]) -> dict:
         """One figure's measurements; what is wrong with them goes to `problems`. tokens: {side: count}."""
         name, result = f"{name} {index}", figure_measures(page, index)
         if axes == "lines":
             problems.extend(lines_problems(name, result, kind, tokens))
         else:
-            problems.extend(label_problems(name, result, axes, tokens if isinstance(axes, dict) else tokens["src"],
-                                           grid))
+            problems.extend(label_problems(name, result, axes, tokens if isinstance(axes, dict) else tokens["src"]))
         return result
 
     try:
         for input_name, (checkpoint, text, tokens) in INPUTS.items():
-            config = shipped_checkpoints[checkpoint].config
-            grid = (config.num_encoder_layers, config.num_heads)
             rows = len(shipped_checkpoints[checkpoint].translate(text, beam_size=1).tgt_tokens)  # decoder input
             cases = [(view, params, figures, {"src": tokens, "tgt": rows}, THEN_KINDS.get(view, ()))
                      for view, (params, figures) in VIEWS_MEASURED.items()]
@@ -336,7 +333,7 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                 open_link(page, shipped_server, checkpoint=checkpoint, text=text, view=view, decoding="greedy",
                           **params, **mode_params)
                 for index, axes in figures:
-                    result = measured(name, index, axes, params.get("kind"), counts, grid)
+                    result = measured(name, index, axes, params.get("kind"), counts)
                     if mode == "lecture" and view in FIGURE_FIRST and index == figures[0][0] \
                             and result["top"] > LECTURE_TOP_PX:
                         problems.append(f"{name}: the figure starts {result['top']:.0f} px down")
@@ -346,13 +343,13 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                     page.wait_for_url(lambda url: f"kind={kind}" in url)
                     wait_for_rerun(page, settle_s=0.2, start_s=0)
                     index, axes = figures[0]
-                    measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts, grid)
+                    measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts)
                     screenshot(page, folder, f"{name}-{kind}")
                 if view == "model":  # the head it opens: the Attention view of that head, every token labelled
                     page.get_by_role("button", name="Open in the Attention view").click()
                     page.wait_for_url(lambda url: "view=attention" in url)
                     wait_for_rerun(page, settle_s=0.2, start_s=0)
-                    measured(f"{name}-opened", 0, "xy", "encoder.self", counts, grid)
+                    measured(f"{name}-opened", 0, "xy", "encoder.self", counts)
                     screenshot(page, folder, f"{name}-opened")
         assert not page.locator('[data-testid="stException"]').count()
     finally:
@@ -376,3 +373,118 @@ def test_compare_two_shipped_checkpoints_draws_a_minus_b(shipped_server, browser
     assert any("reverse-1layer" in text for text in texts), texts
     assert any("A − B" in text for text in texts), texts
     assert not label_problems("compare-checkpoints", result, "x", len("attention42") + 1)
+
+
+# ------------------------------------------------------------------------------------------ every view fits its screen
+
+# The acceptance of "every view fits the screen it is shown on": (case name, link parameters, inputs it is opened
+# on, a click after the link). Every view of the registry, and every sub-mode that adds panels; each at 64 pieces
+# (eng-fra's longest input, the widest figures) and at one of 8 and 24 (the short ones, where the smallest-panel and
+# lecture-height rules decide). Compare's two checkpoints: test_compare_two_shipped_checkpoints_draws_a_minus_b
+# (eng-fra shares its vocabulary with no shipped checkpoint).
+FIT_CASES = [
+    ("attention", {"kind": "decoder.cross"}, ("24", "64"), None),
+    ("attention-stages", {"view": "attention", "kind": "encoder.self", "stages": "1"}, ("8", "64"), None),
+    ("model", {"kind": "encoder.self"}, ("24", "64"), None),
+    ("headview", {"kind": "decoder.cross"}, ("8", "64"), None),
+    ("compare-heads", {"view": "compare", "compare": "heads"}, ("24", "64"), None),
+    ("compare-layers", {"view": "compare", "compare": "layers"}, ("8", "64"), None),
+    ("compare-snapshots", {"view": "compare", "compare": "snapshots"}, ("24", "64"), None),
+    ("decoding", {"step": "3"}, ("8", "64"), None),
+    ("masks", {}, ("24", "64"), None),
+    ("masks-padding", {"view": "masks", "pad_src": "4", "pad_tgt": "3"}, ("8", "64"), None),
+    ("positional", {}, ("24",), None),
+    ("heads", {}, ("8", "64"), None),
+    ("ablation", {"ablate": "encoder.0.self:1,decoder.1.cross:2"}, ("24", "64"), None),
+    ("training", {"kind": "decoder.cross"}, ("8", "64"), None),
+    ("attribution", {}, ("24", "64"), None),
+    ("attribution-every-piece", {"view": "attribution"}, ("8", "64"), "Every output piece by every method"),
+    ("patching", {"corrupt": "EDITED"}, ("24", "64"), None),
+]
+# Views whose first element under the controls is a figure (Heads opens on its table, Ablation on its outputs).
+NOT_FIGURE_FIRST = ("heads", "ablation")
+# Each Plotly figure's box, whether it stands in a box that says it scrolls (show_figure's overflow- boxes), and any
+# clipping ancestor it passes (overflow other than visible), in the window's pixels.
+FIT_JS = """() => [...document.querySelectorAll('.stPlotlyChart .main-svg:first-of-type')].map(svg => {
+  const box = svg.getBoundingClientRect();
+  const scroller = svg.closest('[class*="st-key-overflow-"]');
+  const cut = [];
+  for (let node = svg.parentElement; node && node !== document.body; node = node.parentElement) {
+    const style = getComputedStyle(node);
+    if (node === scroller || (style.overflowX === 'visible' && style.overflowY === 'visible')) continue;
+    const clip = node.getBoundingClientRect();
+    if (box.right > clip.right + 0.5 && !(scroller && node.contains(scroller)))
+      cut.push(`${node.className || node.tagName} ends at ${clip.right.toFixed(0)}`);
+  }
+  const shown = scroller ? scroller.getBoundingClientRect() : box;
+  return {top: box.top, right: shown.right, bottom: Math.min(box.bottom, shown.bottom), cut,
+          scrolls: Boolean(scroller), said: Boolean(scroller) && (scroller.parentElement.parentElement.innerText
+                                                                   .includes('scroll'))};
+})"""
+
+
+def fit_problems(name: str, figures: list[dict], window: dict, lecture: bool, figure_first: bool) -> list[str]:
+    """What does not fit: a figure past the window's right edge or cut by a clipping ancestor, a scroll box that does
+    not say so; in lecture mode the first figure starting below LECTURE_TOP_PX or ending below the window."""
+    problems = []
+    for index, figure in enumerate(figures):
+        if figure["right"] > window["width"] + 0.5:
+            problems.append(f"{name}: figure {index} ends at {figure['right']:.0f} px, past the window's "
+                            f"{window['width']} px")
+        problems += [f"{name}: figure {index} is cut: {cut}" for cut in figure["cut"]]
+        if figure["scrolls"] and not figure["said"]:
+            problems.append(f"{name}: figure {index} scrolls without saying so")
+    if lecture and figure_first:
+        if not figures:
+            problems.append(f"{name}: no figure")
+        elif figures[0]["top"] > LECTURE_TOP_PX:
+            problems.append(f"{name}: the first figure starts {figures[0]['top']:.0f} px down")
+        elif figures[0]["bottom"] > window["height"] + 0.5:
+            problems.append(f"{name}: the first figure ends {figures[0]['bottom']:.0f} px down")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def fit_pages(browser):
+    """One page per screen, reused by every case (each case opens its link in it)."""
+    pages = {}
+    yield pages
+    for page in pages.values():
+        page.close()
+
+
+@pytest.mark.parametrize("screen", ["laptop", "lecture"])
+def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
+    """At 1400 x 900, and in lecture mode at 1280 x 720: in every view and sub-mode, on eng-fra at 8, 24 and 64
+    pieces, no figure passes the window's right edge or is cut by a box around it (a figure that cannot be narrower
+    scrolls in a box that says so); in lecture mode the first figure starts within 320 px and ends within the
+    window."""
+    window = {"laptop": {"width": 1400, "height": 900}, "lecture": {"width": 1280, "height": 720}}[screen]
+    page = fit_pages.setdefault(screen, browser.new_page(viewport=window))
+    page.set_default_timeout(RUN_S * 1000)
+    folder, problems = screenshots(), []
+    texts = {"8": SHORT, "24": MEDIUM, "64": LONGEST}
+    for name, params, lengths, click in FIT_CASES:
+        view = params.get("view", name)
+        for length in lengths:
+            link = {"checkpoint": "eng-fra", "text": texts[length], "view": view, "decoding": "greedy",
+                    **{key: value for key, value in params.items() if key != "view"}}
+            if link.get("corrupt") == "EDITED":  # one word changed: as many pieces as the input
+                link["corrupt"] = texts[length].replace("the", "a", 1).replace("She", "He", 1)
+            if screen == "lecture":
+                link["lecture"] = "1"
+            page.goto(shipped_server + "?" + urllib.parse.urlencode(link))
+            page.wait_for_selector('[data-testid="stMainBlockContainer"][data-measured-width]')
+            wait_for_rerun(page, settle_s=0.3, start_s=0.3)  # the page drawn again for the measured width
+            if click:  # the attribution of every piece: drawn once the expander is open and every method has run
+                page.get_by_text(click, exact=True).click()
+                page.wait_for_selector(".st-key-wide-figure-attribution-methods .js-plotly-plot")
+                wait_for_rerun(page, settle_s=0.3, start_s=0)
+            if view != "ablation":
+                page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
+            case = f"{screen}-{name}-{length}"
+            assert not page.locator('[data-testid="stException"]').count(), case
+            problems += fit_problems(case, page.evaluate(FIT_JS), window, screen == "lecture",
+                                     view not in NOT_FIGURE_FIRST and not click)
+            screenshot(page, folder, f"fit-{case}")
+    assert not problems, problems

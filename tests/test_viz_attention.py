@@ -5,7 +5,7 @@ import pytest
 import viz
 
 TOKENS = ["<s>", "▁the", "▁cat", "▁the", "<pad>"]
-ESCAPED = ("&lt;s&gt;", "▁the", "▁cat", "▁the", "&lt;pad&gt;")
+ESCAPED = ("&lt;s&gt;", "·the", "·cat", "·the", "&lt;pad&gt;")  # tick labels: the word-start marker as a dot
 N = len(TOKENS)
 KEY_IS_PAD = np.array([False, False, False, False, True])
 
@@ -94,9 +94,21 @@ def test_show_values_prints_the_weights_only_where_they_fit():
     shown = viz.head_heatmap(_weights(), TOKENS, TOKENS, show_values=True).data[0]
     assert shown.texttemplate == "%{z:.2f}" and shown.textfont.size >= viz.Theme().min_font_size
     assert viz.head_heatmap(_weights(), TOKENS, TOKENS).data[0].texttemplate is None
-    many = [f"t{i}" for i in range(40)]  # 40 columns at the smallest labels: 13 px per cell, "0.42" needs 25
-    crowded = viz.head_heatmap(np.full((40, 40), 1 / 40), many, many, show_values=True)
-    assert crowded.data[0].texttemplate is None
+    many = [f"t{i}" for i in range(40)]  # "0.42" needs 30 px a cell: 40 columns need 1,200 px, wider than 930
+    crowded = viz.head_heatmap(np.full((40, 40), 1 / 40), many, many, show_values=True, theme=viz.Theme(width=930))
+    assert crowded.data[0].texttemplate is None and not viz.values_shown(crowded)
+    assert crowded.layout.width <= 930
+
+
+@pytest.mark.parametrize("count", [10, 24])
+def test_numbers_in_cells_widen_the_cells_where_the_width_allows(count):
+    """At 10 and 24 pieces a laptop's 930 px hold a number in every cell: the columns widen for them (they were
+    left at the labels' 13 px, and the numbers silently left out)."""
+    tokens = [f"▁w{i}" for i in range(count)]
+    weights = np.full((count, count), 1 / count)
+    fig = viz.head_heatmap(weights, tokens, tokens, show_values=True, theme=viz.Theme(width=930))
+    assert viz.values_shown(fig) and fig.layout.width <= 930
+    assert not viz.values_shown(viz.head_heatmap(weights, tokens, tokens, theme=viz.Theme(width=930)))
 
 
 def test_weights_that_do_not_match_the_tokens_are_refused():

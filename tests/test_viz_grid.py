@@ -117,7 +117,7 @@ def test_model_view_blends_masks_like_the_overlays():
 def test_model_view_ticks_every_token_on_the_outer_panels_or_on_all_when_few():
     tokens = ["<s>", "▁a", "▁a"]
     fig = viz.model_view(random_stack(3, 2, 4), tokens, tokens)  # 8 panels: the outer ones
-    assert fig.layout.xaxis5.ticktext == ("&lt;s&gt;", "▁a", "▁a")  # bottom-left panel
+    assert fig.layout.xaxis5.ticktext == ("&lt;s&gt;", "·a", "·a")  # bottom-left panel
     assert fig.layout.xaxis5.showticklabels and fig.layout.yaxis5.showticklabels
     assert fig.layout.xaxis.showticklabels is False and fig.layout.yaxis2.showticklabels is False
     assert fig.layout.xaxis.tickvals is None  # unlabelled axes carry no token ticks: each costs the browser time

@@ -24,7 +24,7 @@ def test_safe_label_escapes_html():
 def test_token_axis_keeps_duplicates_at_their_positions():
     axis = token_axis(["<s>", "▁the", "▁the"])
     assert axis["tickvals"] == [0, 1, 2]
-    assert axis["ticktext"] == ["&lt;s&gt;", "▁the", "▁the"]
+    assert axis["ticktext"] == ["&lt;s&gt;", "·the", "·the"]
 
 
 def _strings(value):
@@ -162,3 +162,10 @@ def test_figures_send_one_dimensional_arrays_as_lists():
     for fig in (viz.head_view(np.full((1, 3, 3), 1 / 3), tokens, tokens),
                 viz.pe_curves(np.sin(np.arange(24.0)).reshape(6, 4), [0, 1])):
         assert '"bdata"' not in fig.to_json(), fig.layout.title.text
+
+
+def test_the_word_start_marker_is_a_dot_on_tick_labels_and_the_piece_in_hovers():
+    """"▁" written upwards on a column label read as a bar beside the piece ("|July" on dates)."""
+    assert token_axis(["▁July", "<s>", "1"])["ticktext"] == ["·July", "&lt;s&gt;", "1"]
+    fig = viz.head_heatmap(np.eye(2), ["▁a", "b"], ["▁a", "b"])
+    assert fig.layout.xaxis.ticktext == ("·a", "b") and list(fig.data[0].customdata[0, 0][:2]) == ["▁a", "▁a"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import state, turns
+from . import screen, state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -46,7 +46,7 @@ def draw_page() -> None:
     st.sidebar.title("Attention Atlas")
     # The views and the lecture switch head the page: the content starts right under them, even on a projector.
     top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
-    labels = {view.key: view.short_label if lecture else view.label for view in VIEWS}
+    labels = {view.key: view.label for view in VIEWS}
     if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
         key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
                          label_visibility="collapsed", width=260)
@@ -59,8 +59,9 @@ def draw_page() -> None:
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
     notices = st.container()
+    space = screen.figure_space(lecture)
     try:
-        page = build_page(headline)
+        page = build_page(headline, space)
         view = BY_KEY[key]
         if page is not None and (page.analysis is not None or not view.needs_input):
             view.render(page)

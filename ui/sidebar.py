@@ -12,7 +12,7 @@ from .analysis import Analysis
 from .page import Page
 from .plain import plain, visible_name
 from .shared import once
-from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, draw, settle
+from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
 from .widgets import EMPTY_OUTPUT, PROBABILITY, model_output
 
 
@@ -52,8 +52,8 @@ def choose_checkpoint() -> str | None:
                  "`python -m transformer.train` (see the README), or point ATLAS_CHECKPOINTS at a folder of "
                  "checkpoints.")
     else:
-        draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", usable, usable[0], on_change=use_card_defaults,
-             format_func=visible_name)
+        draw(st.sidebar.selectbox, "Checkpoint", "checkpoint", usable, default_checkpoint(usable),
+             on_change=use_card_defaults, format_func=visible_name)
     broken = {name: error for name, error in errors.items() if error}
     if broken:
         list_broken(broken)
@@ -164,17 +164,19 @@ def arrow_table(*columns: tuple[str, tuple]) -> pa.Table:
     return pa.table({name: list(values) for name, values in columns})
 
 
-def figure_theme() -> viz.Theme:
+def figure_theme(space: tuple[int, int | None]) -> viz.Theme:
     """Dark figures on a dark page; elsewhere the switch decides, which a link's dark=1 turns on: a lecturer's
-    prepared link shows dark figures whatever theme the room's browser reports."""
-    if st.context.theme.type == "dark":
-        return viz.Theme(large=st.session_state.lecture, dark=True)
-    return viz.Theme(large=st.session_state.lecture, dark=st.sidebar.toggle("Dark figures", key="dark"))
+    prepared link shows dark figures whatever theme the room's browser reports. space: the (width, height) the
+    figures are laid out for (ui.screen)."""
+    width, height = space
+    dark = st.context.theme.type == "dark" or st.sidebar.toggle("Dark figures", key="dark")
+    return viz.Theme(large=st.session_state.lecture, dark=dark, width=width, height=height)
 
 
-def build_page(headline) -> Page | None:
+def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     """Everything the sidebar decides, as the Page the views get; None when no checkpoint can be used. `headline`:
-    where lecture mode writes the input and its output (a container beside the view picker)."""
+    where lecture mode writes the input and its output (a container beside the view picker); space: the (width,
+    height) figures are laid out for (ui.screen)."""
     name = choose_checkpoint()
     if name is None:
         return None
@@ -196,7 +198,8 @@ def build_page(headline) -> Page | None:
                                      help="What the camera button in each figure's toolbar saves.")
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
-                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format, target=forced)
+                theme=figure_theme(space), lecture=st.session_state.lecture, image_format=image_format,
+                target=forced)
     if analysis is not None:
         show_output(page, headline)
         target.show(page)

@@ -16,6 +16,11 @@ MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len an
 MAX_LINK_ITEMS = 64  # of a link's list (heads to switch off, dimensions to plot): more than any model shown here has
 DEFAULT_BEAM_SIZE = 4  # when beam search is picked and neither the link nor the card says how wide
 FINAL = "final"  # the trained model, listed after the card's snapshots
+DEFAULT_CHECKPOINT = "eng-fra"  # the translator the README opens with; where it is missing, the first loadable folder
+
+
+def default_checkpoint(usable: list[str]) -> str:
+    return DEFAULT_CHECKPOINT if DEFAULT_CHECKPOINT in usable else usable[0]
 
 
 def flag(text: str) -> bool:

@@ -10,7 +10,6 @@ from .page import Page
 @dataclass(frozen=True)
 class View:
     key: str  # its `?view=` value in links: never change it once shared
-    label: str  # in the view picker
-    short_label: str  # in lecture mode, where the larger text must keep every view on one row at 1280 pixels
+    label: str  # in the view picker, the same in lecture mode: a lecturer's students hear the name they see
     render: Callable[[Page], None]  # draws the view under the output
     needs_input: bool = True  # False: also drawn while the input cannot be translated (page.analysis is None)

@@ -1,6 +1,7 @@
 """What views share on screen: figures with the export toolbar, rows of controls, the head picker, labels."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -24,33 +25,60 @@ def model_output(text: str) -> None:
     st.container(border=True).text(text or EMPTY_OUTPUT, help=OUTPUT_HELP)
 
 
-def show_figure(page: Page, fig, name: str, **kwargs):
+# A scroll box that shows its scrollbars (overlay scrollbars hide until touched): a reader sees there is more.
+SCROLL_CSS = """.st-key-{box} {{ overflow: {overflow}; max-height: {height}; }}
+.st-key-{box}::-webkit-scrollbar {{ width: 12px; height: 12px; }}
+.st-key-{box}::-webkit-scrollbar-thumb {{ background: #9aa0a6; border-radius: 6px; }}
+.st-key-{box}::-webkit-scrollbar-track {{ background: rgba(128, 128, 128, 0.15); }}"""
+
+
+def show_figure(page: Page, fig, name: str, theme: viz.Theme | None = None, **kwargs):
     """Every figure with the export toolbar; theme=None, as viz.Theme already styles it for light or dark.
 
-    Drawn at the size viz gave it (layout.width x layout.height: every token keeps a readable label), in a box that
-    scrolls sideways when the column is narrower: Streamlit shrinks a chart to its column, so the inner box is held
-    at the figure's width and the outer one scrolls. Returns st.plotly_chart's value (its selection with on_select)."""
+    Drawn at the size viz gave it (layout.width x layout.height: every token keeps a readable label). viz lays a
+    figure out for the width it was given (theme, the page's by default), so it fits; one that is wider all the
+    same (a 64-token panel has no smaller readable layout), or in lecture mode taller than the screen below the
+    controls, is drawn in a box that scrolls, with visible scrollbars and a line that says so. Streamlit shrinks
+    a chart to its column, so the inner box is held at the figure's width and the outer one scrolls. Returns
+    st.plotly_chart's value (its selection with on_select)."""
+    theme = theme or page.theme
     key = kwargs.pop("key", f"figure-{name}")
     box = re.sub(r"[^A-Za-z0-9_-]", "-", key)  # a CSS class name
     width = int(fig.layout.width) if fig.layout.width else None
+    wide = bool(width and theme.width and width > theme.width)
+    tall = bool(page.lecture and fig.layout.height and theme.height and fig.layout.height > theme.height)
+    if wide and not page.lecture:
+        st.caption(f"↔ This figure needs {width} pixels for every label to stay readable, more than the "
+                   f"{theme.width} here: scroll it sideways for the rest.")
+    scroll = f"scroll-{box}" if not (wide or tall) else f"overflow-{box}"  # overflow-: the browser tests' sign
     if width:  # our own constant CSS (no user text)
-        st.html(f"<style>.st-key-scroll-{box} {{ overflow-x: auto; }} .st-key-wide-{box} {{ min-width: {width}px; }}"
-                "</style>")
-    with st.container(key=f"scroll-{box}"), st.container(key=f"wide-{box}"):
-        return st.plotly_chart(fig, theme=None, config=viz.toolbar_config(page.image_format, f"{page.name}-{name}"),
-                               key=key, width=width or "stretch", **kwargs)
+        overflow = f"{'scroll' if wide else 'hidden'} {'scroll' if tall else 'hidden'}" if wide or tall else \
+            "auto hidden"
+        st.html("<style>" + SCROLL_CSS.format(box=scroll, overflow=overflow,
+                                              height=f"{theme.height}px" if tall else "none")
+                + f" .st-key-wide-{box} {{ min-width: {width}px; }}</style>")
+    with st.container(key=scroll), st.container(key=f"wide-{box}"):
+        chart = st.plotly_chart(fig, theme=None, config=viz.toolbar_config(page.image_format, f"{page.name}-{name}"),
+                                key=key, width=width or "stretch", **kwargs)
+    if page.lecture and (wide or tall):  # under it: above, it would push the figure down the screen
+        st.caption(f"{'↔' if wide else ''}{'↕' if tall else ''} More of this figure than the screen holds: "
+                   "scroll inside it.")
+    return chart
 
 
-# The page's content width: at 1400 pixels with the sidebar open, and in lecture mode at 1280 (sidebar folded, 22 px
-# text). Things go side by side only when all of them fit it, so that no figure that fits the page is cut by its column.
-CONTENT_PX = {False: 930, True: 1140}
 GAP_PX = {False: 16, True: 22}  # st.columns' small gap, 1 rem
+EXPANDER_PX = 60  # an expander's border and padding, both sides, in lecture mode's larger rem
+
+
+def inset(page: Page, pixels: int) -> viz.Theme:
+    """The page's theme for a figure drawn `pixels` narrower than the page (inside an expander's padding)."""
+    return dataclasses.replace(page.theme, width=page.theme.width - pixels if page.theme.width else None)
 
 
 def side_by_side(page: Page, widths: list[int]) -> list:
-    """Columns at least `widths` pixels wide (each in proportion to its width) when they fit the page side by side;
-    else full-width containers, one under another."""
-    if sum(widths) + GAP_PX[page.lecture] * (len(widths) - 1) <= CONTENT_PX[page.lecture]:
+    """Columns at least `widths` pixels wide (each in proportion to its width) when they fit the page's width side by
+    side, so that no figure that fits the page is cut by its column; else full-width containers, one under another."""
+    if sum(widths) + GAP_PX[page.lecture] * (len(widths) - 1) <= (page.theme.width or 0):
         return st.columns(widths, gap="small")
     return [st.container() for _ in widths]
 

@@ -5,12 +5,13 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 (layers, heads, q_len, k_len); masks are `blocked` dicts, reason -> bool (q_len, k_len), True = blocked, built by
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
-from .attention import compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure
+from .attention import (compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure,
+                        values_shown)
 from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .beam_tree import beam_tree_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
-from .grid import model_view
+from .grid import fit_model_view, model_view
 from .head_view import head_view
 from .labels import safe_label
 from .masks import mask_figure, mask_reasons
@@ -28,7 +29,7 @@ __all__ = [
     "mask_reasons", "model_mask", "mask_figure",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
     "beam_tree_figure", "distribution_figure",
-    "model_view", "head_view", "snapshots_figure", "loss_curve",
+    "values_shown", "model_view", "fit_model_view", "head_view", "snapshots_figure", "loss_curve",
     "merge_words", "merge_blocked", "word_labels", "produces_labels", "PRODUCES_CAPTION",
     "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
     "head_statistics", "statistics_scatter", "SCATTER_CAPTION",

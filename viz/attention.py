@@ -21,7 +21,8 @@ def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scor
     the same shape) is given, the raw score. blocked: reason -> bool mask (see mask_reasons), drawn as translucent
     overlays with a legend when show_masks. fixed_scale: colour scale 0-1 (comparable across figures) instead of
     the head's own range. show_values: print each weight in its cell, only where it fits at no less than
-    theme.min_font_size (the cells are too small otherwise, and the numbers are left out).
+    theme.min_font_size: the columns are widened for them where the theme's width allows; where it does not, the
+    numbers are left out (values_shown says whether they are).
 
     The figure sizes itself so that every token keeps a readable label (see layout.lay_out): draw it at least
     layout.width x layout.height pixels.
@@ -31,14 +32,24 @@ def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scor
     traces, axes = matrix_panel(0, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
     grid = shared_grid(1, 1, [], theme)
     del grid["annotations"]  # no panel title
-    sized, fit = grid_layout(theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)],
-                             legend=any(trace["showlegend"] for trace in traces))
+    options = dict(title=title, colour_bars=[("coloraxis", 1)], legend=any(trace["showlegend"] for trace in traces))
+    sized, fit = grid_layout(theme, q_tokens, k_tokens, **options)
+    if show_values:  # columns wide enough for the numbers, where the width allows
+        widened = grid_layout(theme, q_tokens, k_tokens, min_column_px=text_px(VALUE_TEXT, theme.min_font_size) + 4,
+                              **options)
+        if widened[1].fits(theme):
+            sized, fit = widened
     font = value_font(fit.column_px, fit.row_px, fit.font, theme) if show_values else None
     if font:
         traces[0].update(texttemplate="%{z:.2f}", textfont=dict(size=font))
     layout = merged(grid, axes, colour_axis("coloraxis", theme.sequential, *value_range(weights, fixed_scale),
                                             "weight"), sized, theme_layout(theme, title))
     return themed_figure(traces, layout, theme)
+
+
+def values_shown(fig: go.Figure) -> bool:
+    """Whether head_heatmap printed the weights in the cells of `fig`."""
+    return bool(fig.data[0].texttemplate)
 
 
 def value_font(column_px: float, row_px: float, largest: int, theme: Theme) -> int | None:
@@ -69,7 +80,7 @@ def stages_figure(scores: ArrayLike, blocked: Blocked | None, weights: ArrayLike
                show_masks=show_masks, show_legend=False)
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(scores, False), "score")
     set_colour_axis(fig, "coloraxis2", theme.sequential, 0.0, 1.0, "weight")
-    lay_out(fig, theme, q_tokens, k_tokens, cols=3, title=title, panel_titles=True,
+    lay_out(fig, theme, q_tokens, k_tokens, cols=3, wrap=True, title=title, panel_titles=True,
             colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
     return apply_theme(fig, theme, title)
 
@@ -93,7 +104,7 @@ def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Token
     set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight")
     limit = symmetric_limit(difference)
     set_colour_axis(fig, "coloraxis2", DIVERGING, -limit, limit, "difference")
-    lay_out(fig, theme, q_tokens, k_tokens, cols=3, title=title, panel_titles=True,
+    lay_out(fig, theme, q_tokens, k_tokens, cols=3, wrap=True, title=title, panel_titles=True,
             colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
     return apply_theme(fig, theme, title)
 

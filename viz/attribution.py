@@ -1,7 +1,7 @@
 """Figures of attribution, activation patching and the logit lens: arrays and token labels in, Plotly figures out.
 
-Every token of every axis gets its own tick (duplicates stay distinct), and every figure grows with its token
-counts so that each tick label keeps a line: ROW_PX pixels per row of tokens, COLUMN_PX per column.
+Every token of every axis gets its own tick (duplicates stay distinct), laid out in pixels (viz.layout) for the
+theme's width: panels wrap, tokens sit closer, the logit lens turns on its side, before a figure gets wider.
 """
 import math
 from collections.abc import Collection, Mapping
@@ -13,21 +13,17 @@ from numpy.typing import ArrayLike
 from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
 from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
+from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, lay_out, text_px, widest_px
 from .theme import DIVERGING, Theme, apply_theme
 
 PANELS_PER_ROW = 4
-MIN_PANEL_PX = 220
-
-
-def _line_px(theme: Theme) -> float:
-    """Pixels one tick label needs: a line of text and a little air."""
-    return 1.6 * theme.font_size
 
 
 def attribution_figure(methods: Mapping[str, ArrayLike], output_tokens: Tokens, src_tokens: Tokens, *,
                        signed: Collection[str] = (), title: str = "Attribution by method",
                        theme: Theme = Theme()) -> go.Figure:
-    """Each method's (output tokens x source tokens) array as a panel, PANELS_PER_ROW panels a row.
+    """Each method's (output tokens x source tokens) array as a panel, PANELS_PER_ROW panels a row (fewer where
+    the theme's width is narrower).
 
     methods: name -> (len(output_tokens), len(src_tokens)); signed: the names of the methods whose values may take
     either sign (as declared, whatever this input's values happen to be). Methods spread their shares very
@@ -50,14 +46,13 @@ def attribution_figure(methods: Mapping[str, ArrayLike], output_tokens: Tokens, 
                    colour={"coloraxis": axis}, axis_names=("output", "source"),
                    value_name=f"{name} ÷ its peak {peak:.3g}")
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "of peak")
+    bars = [("coloraxis", cols)]
     if set(signed) & set(methods):
         set_colour_axis(fig, "coloraxis2", DIVERGING, -1.0, 1.0, "of peak (signed)")
-        fig.update_layout(coloraxis2_colorbar=dict(x=1.1, xanchor="left"))
-    line = _line_px(theme)
-    panel_height = max(MIN_PANEL_PX, line * len(output_tokens) / 0.8)
-    panel_width = max(MIN_PANEL_PX, line * len(src_tokens) / 0.8)
-    fig.update_layout(height=int(rows * (panel_height + 3 * line) + 160),
-                      width=int(cols * (panel_width + 5 * line) + 250))
+        bars.append(("coloraxis2", len(methods)))  # beside the last panel
+    # Every panel labels its own axes (methods differ by panel): the panels wrap into as many rows as the width needs.
+    lay_out(fig, theme, output_tokens, src_tokens, rows=rows, cols=cols, panels=len(methods), wrap=True,
+            title=title, panel_titles=True, colour_bars=bars, label_every_panel=True)
     return apply_theme(fig, theme, title)
 
 
@@ -74,10 +69,19 @@ def token_attribution_figure(methods: Mapping[str, ArrayLike], src_tokens: Token
     fig = subplots(1, 1)
     add_matrix(fig, scaled, names, src_tokens, axis_names=("method", "source"), value_name="share of the row's peak")
     set_colour_axis(fig, "coloraxis", DIVERGING, -1.0, 1.0, "of peak")
-    line = _line_px(theme)
-    fig.update_layout(height=int(max(300, line * len(names) / 0.6 + 160)),
-                      width=int(max(500, 3.2 * line * len(src_tokens) + 300)))
-    return apply_theme(fig, theme, title or f"Where {output_token!s} comes from, by method")
+    title = title or f"Where {output_token!s} comes from, by method"
+    lay_out(fig, theme, names, src_tokens, title=title, colour_bars=[("coloraxis", 1)])
+    return apply_theme(fig, theme, title)
+
+
+def _token_step(theme: Theme, count: int, room: float | None) -> tuple[int, float]:
+    """(tick font, pixels per token) for `count` tokens across `room` pixels (None: any): the largest font whose
+    labels, written upwards one font size apart, fit; the smallest readable one (wider than room) where none does."""
+    for font in range(theme.font_size, theme.min_font_size - 1, -1):
+        for step in (TOKEN_STEP_EM * font, 1.1 * font):
+            if room is None or count * step <= room:
+                return font, step
+    return theme.min_font_size, 1.1 * theme.min_font_size
 
 
 def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, ArrayLike],
@@ -86,32 +90,76 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     """Effects of patching on the measured log-probability, on one diverging scale centred at 0.
 
     heads: attention kind -> (layers, heads); positions: stack ("encoder", "decoder") -> (layers, len(tokens)),
-    position_tokens: stack -> its tokens. Top row: a layer x head panel per attention kind; bottom row: a
-    layer x position panel per stack, one tick per token."""
+    position_tokens: stack -> its tokens. Top row: a layer x head panel per attention kind (titled by the kind);
+    below, a layer x position panel per stack, one tick per token, each as wide as the figure (its tokens take what
+    the theme's width leaves)."""
     tables = [*heads.values(), *positions.values()]
     limit = symmetric_limit(np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables]))
-    cols = max(len(heads), len(positions))
-    titles = [f"{kind}: layer x head" for kind in heads] + [""] * (cols - len(heads))
+    cols = max(len(heads), 1)
+    # The head panels' titles name the kind only (their L and H ticks say the rest): three side by side must fit.
+    titles = [str(kind) for kind in heads] + [""] * (cols - len(heads))
     titles += [f"{stack} residual stream: layer x position" for stack in positions]
-    fig = subplots(2, cols, titles=titles, vertical_spacing=0.3, horizontal_spacing=0.08)
+    specs = [[{}] * cols] + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
+    fig = subplots(1 + len(positions), cols, titles=titles, specs=specs)
     for col, (kind, table) in enumerate(heads.items(), start=1):
         table = np.asarray(table, dtype=float)
         layer_names = [f"L{layer}" for layer in range(table.shape[0])]
         add_matrix(fig, table, layer_names, [f"H{head}" for head in range(table.shape[1])], row=1, col=col,
                    axis_names=("layer", "head"), value_name="Δ log p")
-    for col, (stack, table) in enumerate(positions.items(), start=1):
+    for row, (stack, table) in enumerate(positions.items(), start=2):
         table = np.asarray(table, dtype=float)
-        add_matrix(fig, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack], row=2,
-                   col=col, axis_names=("layer", "position"), value_name="Δ log p")
+        add_matrix(fig, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack], row=row,
+                   col=1, axis_names=("layer", "position"), value_name="Δ log p")
     set_colour_axis(fig, "coloraxis", DIVERGING, -limit, limit, "Δ log p")
-    longest = max(len(tokens) for tokens in position_tokens.values())
-    fig.update_layout(height=700, width=int(max(900, cols * max(300, 1.2 * _line_px(theme) * longest))))
+    # Pixel layout (as viz.layout's): the position panels' tokens set the font; the head panels sit above them.
+    size = theme.font_size
+    layers = max(np.asarray(t).shape[0] for t in tables)
+    y_band = 8 + text_px(f"L{layers - 1}", size) + 6
+    margin = dict(l=y_band + 10, r=colour_bar_px(theme) + 20, t=LINE_EM * theme.title_size + 16)
+    room = None if theme.width is None else theme.width - margin["l"] - margin["r"]
+    longest = max((list(tokens) for tokens in position_tokens.values()), key=len, default=[])
+    font, step = _token_step(theme, len(longest), room)
+    head_count = max((np.asarray(t).shape[1] for t in heads.values()), default=1)
+    head_w = max(head_count * 2.2 * size, text_px(max(titles[:cols], key=len), size) + 10)
+    plot_w = max(len(longest) * step, cols * head_w + (cols - 1) * y_band)
+    if room is not None and plot_w > room and len(longest) * step <= room:  # the head panels' titles are wider
+        plot_w, head_w = room, (room - (cols - 1) * y_band) / cols
+    title_band, row_h = LINE_EM * size + 6, LINE_EM * size * 1.2
+    bands = [LINE_EM * size + 14] + [widest_px(longest, font) + 14] * len(positions)  # x labels under each row
+    heights = [layers * row_h] * (1 + len(positions))
+    top, layout = [], {}
+    y = 0.0
+    for height, band in zip(heights, bands):
+        top.append(y + title_band)
+        y += title_band + height + band
+    plot_h, margin["b"] = y - bands[-1], bands[-1] + 10
+    for index in range(len(heads)):
+        left = index * (head_w + y_band)
+        layout[f"xaxis{index + 1 if index else ''}"] = dict(domain=[left / plot_w, min((left + head_w) / plot_w, 1)])
+        layout[f"yaxis{index + 1 if index else ''}"] = dict(domain=[1 - (top[0] + heights[0]) / plot_h,
+                                                                    1 - top[0] / plot_h])
+    for row in range(len(positions)):
+        axis = cols + row + 1
+        layout[f"xaxis{axis}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
+                                      tickfont=dict(size=font), tickangle=-90)
+        layout[f"yaxis{axis}"] = dict(domain=[max(1 - (top[row + 1] + heights[row + 1]) / plot_h, 0),
+                                              1 - top[row + 1] / plot_h])
+    fig.update_layout(layout, width=round(margin["l"] + plot_w + margin["r"]),
+                      height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
+                      coloraxis_colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top", lenmode="pixels",
+                                              len=min(plot_h, 12 * LINE_EM * size)))
+    for index, annotation in enumerate(fig.layout.annotations):  # panel titles above their panels
+        row = 0 if index < len(heads) else index - len(heads) + 1
+        annotation.update(y=1 - top[row] / plot_h, yanchor="bottom", yshift=2,
+                          x=(index * (head_w + y_band) + head_w / 2) / plot_w if row == 0 else 0, xanchor=(
+                              "center" if row == 0 else "left"))
     return apply_theme(fig, theme, title)
 
 
 def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, top_probs: ArrayLike, *,
                       title: str = "Logit lens", theme: Theme = Theme()) -> go.Figure:
-    """What each decoder stage would predict: stages (rows) x decoder positions (columns).
+    """What each decoder stage would predict: stages (rows) x decoder positions (columns), or, where that is
+    wider than the theme's width, positions (rows) x stages (columns).
 
     Colour = probability of the stage's top piece; the piece is written in its cell (hover adds the runners-up).
     top_pieces: (stages, positions, k) strings, most likely first; top_probs: same shape."""
@@ -124,15 +172,33 @@ def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, 
     hover = np.array([[f"{safe_label(stages[s])}, after {safe_label(positions[p])} ({p}):<br>" + "<br>".join(
         f"{labels[s, p, i]}: {top_probs[s, p, i]:.3f}" for i in range(pieces.shape[2]))
         for p in range(len(positions))] for s in range(len(stages))], dtype=object)
-    fig = go.Figure(go.Heatmap(
-        z=top_probs[:, :, 0], text=labels[:, :, 0], texttemplate="%{text}", textfont_size=theme.font_size,
-        zmin=0.0, zmax=1.0,
-        colorscale=theme.sequential, colorbar=dict(title=dict(text="top probability")), customdata=hover,
-        hovertemplate="%{customdata}<extra></extra>",
-    ))
-    fig.update_xaxes(token_axis(positions), title_text="decoder input (the piece after it is predicted)")
-    fig.update_yaxes(token_axis(stages), autorange="reversed", title_text="residual stream after")
-    line = _line_px(theme)
-    fig.update_layout(height=int(max(350, 1.5 * line * len(stages) + 200)),
-                      width=int(max(600, 3.5 * line * len(positions) + 250)))
+    size = theme.font_size
+    cell_w = widest_px(pieces[:, :, 0].ravel(), size) + 10  # the piece written in each cell
+    row_h = LINE_EM * size * 1.3
+    stage_band = 8 + widest_px(stages, size) + 6
+    position_band = 8 + widest_px(positions, size) + 6
+    bar = colour_bar_px(theme) + 20
+    across = stage_band + 10 + len(positions) * cell_w + bar  # positions as columns
+    down = theme.width is not None and across > theme.width  # too wide: positions as rows
+    z, text, custom = top_probs[:, :, 0], labels[:, :, 0], hover
+    x_labels, y_labels = list(positions), list(stages)
+    x_title, y_title = "decoder input (the piece after it is predicted)", "residual stream after"
+    if down:
+        z, text, custom = z.T, text.T, custom.T
+        x_labels, y_labels, x_title, y_title = y_labels, x_labels, y_title, x_title
+    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", textfont_size=size, coloraxis="coloraxis",
+                               customdata=custom, hovertemplate="%{customdata}<extra></extra>"))
+    set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "top probability")
+    fig.update_xaxes(token_axis(x_labels), title_text=x_title, tickangle=-90 if not down else 0, automargin=False)
+    fig.update_yaxes(token_axis(y_labels), autorange="reversed", title_text=y_title, automargin=False)
+    y_band = (position_band if down else stage_band) + LINE_EM * size + 6  # labels and the axis title
+    x_band = (LINE_EM * size if down else widest_px(positions, size)) + 14 + LINE_EM * size + 6
+    columns = len(x_labels)
+    margin = dict(l=y_band + 10, r=bar, t=LINE_EM * theme.title_size + 16, b=x_band + 10)
+    plot_w, plot_h = columns * cell_w, len(y_labels) * row_h
+    fig.update_layout(width=round(margin["l"] + plot_w + margin["r"]), height=round(margin["t"] + plot_h + margin["b"]),
+                      margin=margin, coloraxis_colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top",
+                                                             lenmode="pixels", len=min(plot_h, 12 * LINE_EM * size)))
+    fig.update_xaxes(title_standoff=widest_px(positions, size) + 14 if not down else LINE_EM * size + 14)
+    fig.update_yaxes(title_standoff=(position_band if down else stage_band))
     return apply_theme(fig, theme, title)

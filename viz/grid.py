@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_blocked, check_stack
 from .labels import safe_label, token_range
-from .layout import grid_layout
+from .layout import fit_grid, grid_layout
 from .panels import axis_names, colour_axis, shared_grid, value_range
 from .png import png_data_uri
 from .theme import Theme, colour_table, css_colour, mask_rgba, merged, theme_layout, themed_figure
@@ -23,9 +23,12 @@ LABEL_EVERY_PANEL = 4
 
 
 def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked: Blocked | None = None,
-               show_masks: bool = True, fixed_scale: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
+               show_masks: bool = True, fixed_scale: bool = True, title: str = "", first: tuple[int, int] = (0, 0),
+               theme: Theme = Theme()) -> go.Figure:
     """All heads of `stack` (layers, heads, q_len, k_len) as a layers x heads grid with one colour bar.
 
+    first: the (layer, head) of stack[0, 0] when `stack` is a window of a larger grid (one page of
+    fit_model_view's): panels, meta and hover name the model's own layers and heads.
     Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,
     head i % heads, and carries meta=[layer, head] (a list: Plotly.js redraws a figure in full on every update
     that hands it a dict meta): the curve number of a click event (or the trace's meta) tells the app which head to
@@ -46,7 +49,7 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     traces = []
     hover_layer = stack.size <= HOVER_CELLS
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
-        layer, head = divmod(index, heads)
+        layer, head = (sum(pair) for pair in zip(divmod(index, heads), first))
         x_id, y_id = axis_names(index)
         traces.append(dict(type="image", source=source, name=f"L{layer} H{head}", meta=[layer, head],
                            xaxis=x_id, yaxis=y_id, hoverinfo="skip" if hover_layer else None,
@@ -56,6 +59,7 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
                                               np.array([safe_label(t) for t in k_tokens], dtype=object)[None, :]),
                           axis=-1)  # (q_len, k_len, 2)
         for index, (layer, head) in enumerate(np.ndindex(layers, heads)):
+            layer, head = layer + first[0], head + first[1]
             x_id, y_id = axis_names(index)
             traces.append(dict(
                 type="heatmap", z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
@@ -69,8 +73,8 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     for reason in blocked:
         traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=safe_label(reason),
                            marker=dict(symbol="square", color=css_colour(mask_rgba(reason)), size=theme.marker_size)))
-    grid = shared_grid(layers, heads, [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)],
-                       theme)
+    grid = shared_grid(layers, heads, [f"L{layer + first[0]} H{head + first[1]}" for layer in range(layers)
+                                       for head in range(heads)], theme)
     # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
     # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
     sized, _ = grid_layout(theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title,
@@ -94,6 +98,15 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     layout = merged(grid, colour_axis("coloraxis", theme.sequential, cmin, cmax, "weight"), sized, axes, clicks,
                     theme_layout(theme, title))
     return themed_figure(traces, layout, theme)
+
+
+def fit_model_view(q_tokens: Tokens, k_tokens: Tokens, layers: int, heads: int, *, title: str = "",
+                   legend: bool = False, theme: Theme = Theme()) -> tuple[int, int]:
+    """How many layers and heads of a model view fit the theme's width (and height) at once: (layers, heads) of
+    one page (layout.fit_grid). The whole grid where it fits; else the app pages through it."""
+    return fit_grid(theme, q_tokens, k_tokens, layers, heads, title=title, titles=[],
+                    colour_bars=[("coloraxis", heads)], label_every_panel=layers * heads <= LABEL_EVERY_PANEL,
+                    legend=legend)
 
 
 def _head_images(stack, blocked, cmin, cmax, colorscale) -> list[str]:

@@ -11,6 +11,16 @@ def safe_label(text: object) -> str:
     return html.escape(str(text), quote=False)
 
 
+# Sentencepiece's word-start marker "▁" is a low bar: written upwards on a column label it reads as "|" beside the
+# piece ("|July"). Tick labels show it as a middle dot, a mark that reads the same at any angle; hovers keep the piece.
+WORD_START, WORD_START_SHOWN = "▁", "·"
+
+
+def tick_label(token: object) -> str:
+    """A token as a tick label: escaped (safe_label), its word-start marker shown as a middle dot."""
+    return safe_label(token).replace(WORD_START, WORD_START_SHOWN)
+
+
 def token_axis(tokens: Sequence[object]) -> dict:
     """Axis settings that put one tick per token at its integer position, so duplicated tokens stay distinct.
 
@@ -18,7 +28,7 @@ def token_axis(tokens: Sequence[object]) -> dict:
     past it, and that pass is quadratic in the ticks of an axis (seconds to minutes at hundreds to thousands of ticks;
     docs/performance.md). viz.layout sizes margins so that no label passes the edge.
     """
-    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[safe_label(t) for t in tokens],
+    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[tick_label(t) for t in tokens],
                 ticklabeloverflow="allow")
 
 

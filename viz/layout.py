@@ -11,6 +11,7 @@ Text widths are estimated from glyph widths measured in headless Chromium for De
 font family resolves to on Debian; it is wider than Open Sans), rounded up.
 """
 from collections.abc import Iterable, Sequence
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,12 +55,24 @@ def token_font(theme: Theme, axes: Iterable[tuple[int, float]]) -> int:
 
 @dataclass(frozen=True)
 class Fit:
-    """What lay_out chose: the tick font and pixels per token across (columns) and down (rows) a panel."""
+    """What lay_out chose: the tick font, pixels per token across (columns) and down (rows) a panel, and how the
+    panels stand: per_row of them in each of grid_rows rows."""
 
     font: int
     column_px: float
     row_px: float
     x_angle: int  # 0: horizontal column labels, -90: written upwards
+    per_row: int = 1
+    grid_rows: int = 1
+    width: float = 0.0  # the figure's pixels
+    height: float = 0.0
+
+    def fits(self, theme: Theme) -> bool:
+        """Whether the figure fits theme.width (always, when it has none)."""
+        return theme.width is None or self.width <= theme.width
+
+    def fits_height(self, theme: Theme) -> bool:
+        return theme.height is None or self.height <= theme.height
 
 
 def colour_bar_px(theme: Theme) -> float:
@@ -71,90 +84,185 @@ def colour_bar_px(theme: Theme) -> float:
 def lay_out(fig: go.Figure, theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *,
             panel_titles: bool = False, **options: Any) -> Fit:
     """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable:
-    grid_layout's layout applied to `fig`, whose annotations are the panel titles when panel_titles."""
+    grid_layout's layout applied to `fig`, whose annotations are the panel titles when panel_titles. With
+    wrap=True (a row of panels that may stand in several rows), the panels' tick labels are shown where they are
+    needed."""
     titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations] if panel_titles else None
     layout, fit = grid_layout(theme, row_labels, col_labels, titles=titles, **options)
     fig.update_layout(layout)
     return fit
 
 
-def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *, rows: int = 1,
-                cols: int = 1, title: str = "", titles: Sequence[str] | None = None,
-                colour_bars: Sequence[tuple[str, int]] = (), label_every_panel: bool = False,
-                token_ticks: bool = False, legend: bool = False) -> tuple[dict, Fit]:
-    """The layout (a dict for go.Figure) that sizes a rows x cols grid of token panels (make_subplots order) so
-    that every label is readable, and what it chose.
-
-    row_labels, col_labels: the raw labels of a panel's rows and columns (the same in every panel).
-    colour_bars: (coloraxis name, column) pairs: that axis's colour bar stands right of grid column `column`
-    (1-based; the last column puts it at the right edge). label_every_panel: tick labels on every panel instead of
-    the outer ones only (the caller sets showticklabels). titles: the panels' title annotations (dicts, one per
-    panel in order, as make_subplots makes them), placed above their panels; None: the panels have none. legend:
-    leave room for the horizontal legend at the bottom. token_ticks: put the token tick labels on the axes that
-    show them (the outer ones, or all) and hide the others' (figures drawn with panels.add_matrix have theirs
-    already).
-    """
+def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float, per_row: int, grid_rows: int, *,
+              title, titles, bar_columns, label_every_panel, legend, min_column_px) -> dict:
+    """The pixels of a grid of per_row x grid_rows token panels at tick font `font`, columns column_em fonts apart
+    (or wider: min_column_px, or the smallest panel)."""
+    widest_column = widest_px(col_labels, font)
+    panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
+    title_band = LINE_EM * theme.title_size + 16 if title else 10
+    legend_band = 2 * LINE_EM * theme.font_size if legend else 0
+    # A panel is never smaller than MIN_PANEL_EM fonts (short inputs do not look like stamps), nor than the budget
+    # allows: the preferred plot size, and the space the theme gives (what is left of it beside the labels).
     budget_w, budget_h = BUDGET_PX[theme.large]
-    font = token_font(theme, [(len(col_labels), budget_w / cols), (len(row_labels), budget_h / rows)])
-    smallest = (min(MIN_PANEL_EM * theme.font_size, budget_w / cols),
-                                min(MIN_PANEL_EM * theme.font_size, budget_h / rows))
-    column_px = max(TOKEN_STEP_EM * font, smallest[0] / max(len(col_labels), 1))
+    if theme.width is not None:  # less the labels, the colour bars and the gaps between the panels
+        gap = (widest_px(row_labels, font) + 14 if label_every_panel else 0.6 * theme.font_size)
+        budget_w = min(budget_w, theme.width - widest_px(row_labels, font) - len(bar_columns) * colour_bar_px(theme)
+                       - (per_row - 1) * gap - 50)
+    if theme.height is not None:
+        budget_h = min(budget_h, theme.height - title_band - grid_rows * panel_title_band - widest_column - 30
+                       - legend_band)
+    smallest = (max(min(MIN_PANEL_EM * theme.font_size, budget_w / per_row), 0),
+                max(min(MIN_PANEL_EM * theme.font_size, budget_h / grid_rows), 0))
+    # A panel is at least as wide as its title (titles side by side must not touch).
+    titled = max((text_px(title.get("text", ""), theme.font_size) + 0.6 * theme.font_size for title in titles or ()),
+                 default=0)
+    column_px = max(column_em * font, min_column_px, max(smallest[0], titled) / max(len(col_labels), 1))
     row_px = max(TOKEN_STEP_EM * font, smallest[1] / max(len(row_labels), 1))
     panel_w, panel_h = column_px * len(col_labels), row_px * len(row_labels)
 
-    widest_column = widest_px(col_labels, font)
     x_angle = 0 if widest_column + 0.6 * font <= column_px else -90
     x_band = 8 + (widest_column if x_angle else LINE_EM * font) + 6  # tick length, labels, gap
     y_band = 8 + widest_px(row_labels, font) + 6
-    panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
-    title_band = LINE_EM * theme.title_size + 16 if title else 10
-    bar_columns = {column: name for name, column in colour_bars}
-
     left = [0.0]  # each column's left edge, pixels from the plot area's left
-    for col in range(1, cols):
+    for col in range(1, per_row):
         gap = (y_band if label_every_panel else 0.6 * theme.font_size) + (
             colour_bar_px(theme) if col in bar_columns else 0)
         left.append(left[-1] + panel_w + gap)
     plot_w = left[-1] + panel_w
     top = [0.0]  # each row's top edge, pixels from the plot area's top
-    for _ in range(1, rows):
+    for _ in range(1, grid_rows):
         top.append(top[-1] + panel_h + panel_title_band + (x_band if label_every_panel else 0.6 * theme.font_size))
     plot_h = top[-1] + panel_h
-
-    margin = dict(l=y_band + 10, r=(colour_bar_px(theme) if cols in bar_columns else 0) + 20,
-                  t=title_band + panel_title_band, b=x_band + 10 + (2 * LINE_EM * theme.font_size if legend else 0))
+    # The legend's room is in the height but not in the bottom margin: Plotly.js adds a bottom legend's height to the
+    # margin itself (with it in the margin too, the panels lost that height and their row labels collided).
+    margin = dict(l=y_band + 10, r=(colour_bar_px(theme) if per_row in bar_columns else 0) + 20,
+                  t=title_band + panel_title_band, b=x_band + 10)
     width = max(margin["l"] + plot_w + margin["r"], text_px(title, theme.title_size) + 40)
-    plot_w = width - margin["l"] - margin["r"]  # a wide title widens the plot area: the panels keep their place
+    return dict(font=font, column_px=column_px, row_px=row_px, panel_w=panel_w, panel_h=panel_h, x_angle=x_angle,
+                left=left, top=top, plot_w=width - margin["l"] - margin["r"], plot_h=plot_h, margin=margin,
+                width=width, height=margin["t"] + plot_h + margin["b"] + legend_band, plot_w_panels=plot_w)
+
+
+def _choose(theme: Theme, row_labels, col_labels, rows: int, cols: int, panels: int, wrap: bool, bar_panels,
+            label_every_panel: bool, **options) -> tuple[dict, int, int, bool]:
+    """The layout of the panels that reads best in the theme's space: (geometry, per_row, grid_rows, labels on
+    every panel). Without a width, the old rule: the largest font at which the panels keep within the preferred
+    plot size (BUDGET_PX), side by side. With one: side by side at the largest font that fits the width (and the
+    height, or the preferred height); then at smaller fonts down to the smallest readable one, columns closer
+    together (labels written upwards need one font size each); then wrapped into more rows (wrap); then, taller
+    than the height, the smallest font that fits the width; else the narrowest layout (the caller scrolls)."""
+    soft_w, soft_h = BUDGET_PX[theme.large]
+
+    def shape(font, column_em, per_row, grid_rows, every):
+        # A colour bar needs a gap of its own only where a panel stands right of its panel.
+        gaps = {(panel - 1) % per_row + 1 for panel in bar_panels if panel % per_row and panel < panels}
+        last = {per_row} if any(panel % per_row == 0 or panel == panels == per_row for panel in bar_panels) else set()
+        return _geometry(theme, row_labels, col_labels, font, column_em, per_row, grid_rows,
+                         bar_columns=gaps | last, label_every_panel=every, **options)
+
+    if theme.width is None:
+        font = token_font(theme, [(len(col_labels), soft_w / cols), (len(row_labels), soft_h / rows)])
+        return shape(font, TOKEN_STEP_EM, cols, rows, label_every_panel), cols, rows, label_every_panel
+    tried = []
+    for per_row in range(cols, 0, -1) if wrap else [cols]:
+        grid_rows = math.ceil(panels / per_row) if wrap else rows
+        every = label_every_panel or grid_rows > rows  # wrapped: each panel carries its own labels
+        for font in range(theme.font_size, theme.min_font_size - 1, -1):
+            for column_em in (TOKEN_STEP_EM, 1.1):
+                entry = (shape(font, column_em, per_row, grid_rows, every), per_row, grid_rows, every)
+                tried.append(entry)
+                size = entry[0]
+                if size["width"] <= theme.width and (size["height"] <= theme.height if theme.height is not None
+                                                     else size["plot_h"] <= soft_h):
+                    return entry
+    fitting = [entry for entry in tried if entry[0]["width"] <= theme.width]
+    if fitting:  # taller than wished at every readable font: the most panels a row, the least height
+        return max(fitting, key=lambda entry: (entry[1], -entry[0]["height"]))
+    return min(tried, key=lambda entry: entry[0]["width"])
+
+
+def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *, rows: int = 1,
+                cols: int = 1, panels: int | None = None, wrap: bool = False, title: str = "",
+                titles: Sequence[dict] | None = None, colour_bars: Sequence[tuple[str, int]] = (),
+                label_every_panel: bool = False, token_ticks: bool = False, legend: bool = False,
+                min_column_px: float = 0.0) -> tuple[dict, Fit]:
+    """The layout (a dict for go.Figure) that sizes a rows x cols grid of token panels (make_subplots order) so
+    that every label is readable in the theme's width (and height), and what it chose.
+
+    row_labels, col_labels: the raw labels of a panel's rows and columns (the same in every panel).
+    panels: how many of the grid's cells hold a panel (all by default). wrap: the panels, in order, may stand in
+    fewer columns and more rows where the theme's width is too narrow for them side by side; every panel then
+    shows its own tick labels (set here). colour_bars: (coloraxis name, panel) pairs: that axis's colour bar
+    stands right of that panel (1-based; in a single row, its column; the last puts it at the right edge).
+    label_every_panel: tick labels on every panel instead of the outer ones only (the caller sets
+    showticklabels). titles: the panels' title annotations (dicts, one per panel in order, as make_subplots makes
+    them), placed above their panels; None: the panels have none. legend: leave room for the horizontal legend at
+    the bottom. token_ticks: put the token tick labels on the axes that show them (the outer ones, or all) and hide
+    the others' (figures drawn with panels.add_matrix have theirs already). min_column_px: columns at least this
+    wide (numbers in the cells).
+    """
+    panels = rows * cols if panels is None else panels
+    shape, per_row, grid_rows, every = _choose(
+        theme, row_labels, col_labels, rows, cols, panels, wrap, [panel for _, panel in colour_bars],
+        label_every_panel, title=title, titles=titles, legend=legend, min_column_px=min_column_px)
+    font, left, top = shape["font"], shape["left"], shape["top"]
+    panel_w, panel_h, plot_w, plot_h = shape["panel_w"], shape["panel_h"], shape["plot_w"], shape["plot_h"]
+    wrapped = grid_rows > rows
     # One update_layout for everything: setting 96 axes one by one costs seconds in plotly.py.
-    layout = dict(width=round(width), height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
+    layout = dict(width=round(shape["width"]), height=round(shape["height"]), margin=shape["margin"],
                   title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
                              pad=dict(t=8, l=12)))
     titles = [dict(annotation) for annotation in titles or ()]
     for index in range(rows * cols):
-        row, col = divmod(index, cols)
+        row, col = divmod(index, per_row)
         x_name, y_name = (f"{letter}axis{index + 1 if index else ''}" for letter in "xy")  # make_subplots' names
+        if index >= panels:  # an empty cell of the grid asked for
+            layout[x_name], layout[y_name] = dict(visible=False), dict(visible=False)
+            continue
         # automargin=False: the margins above already hold the labels, and with it Plotly.js measures every
         # label of every axis (slow at 256 tokens and 48 panels); the browser tests check that none is cut.
         layout[x_name] = dict(domain=[_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)],
-                              tickfont=dict(size=font), tickangle=x_angle, automargin=False)
+                              tickfont=dict(size=font), tickangle=shape["x_angle"], automargin=False)
         layout[y_name] = dict(domain=[_fraction(plot_h - top[row] - panel_h, plot_h),
                                       _fraction(plot_h - top[row], plot_h)], tickfont=dict(size=font),
                               automargin=False)
+        last_row = row == grid_rows - 1 or index + per_row >= panels  # no panel below it
         if token_ticks:  # the outer axes, or all of them
-            layout[x_name].update(token_axis(col_labels) if label_every_panel or row == rows - 1 else {},
-                                  showticklabels=label_every_panel or row == rows - 1)
-            layout[y_name].update(token_axis(row_labels) if label_every_panel or col == 0 else {},
-                                  showticklabels=label_every_panel or col == 0)
+            layout[x_name].update(token_axis(col_labels) if every or last_row else {},
+                                  showticklabels=every or last_row)
+            layout[y_name].update(token_axis(row_labels) if every or col == 0 else {},
+                                  showticklabels=every or col == 0)
+        elif wrapped:  # make_subplots hid the labels of axes shared along the one row
+            layout[x_name].update(showticklabels=True)
+            layout[y_name].update(showticklabels=True, matches=None)
         if index < len(titles):
             titles[index].update(x=(left[col] + panel_w / 2) / plot_w, y=1 - top[row] / plot_h, yanchor="bottom",
                                  yshift=2)
     if titles:
         layout["annotations"] = titles
-    for name, column in colour_bars:
+    for name, panel in colour_bars:
+        row, col = divmod(panel - 1, per_row)
         layout[name] = dict(colorbar=dict(
-            x=(left[column - 1] + panel_w + 10) / plot_w, xanchor="left", y=1, yanchor="top", lenmode="pixels",
-            len=min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title_side="right"))
-    return layout, Fit(font, column_px, row_px, x_angle)
+            x=(left[col] + panel_w + 10) / plot_w, xanchor="left", y=1 - top[row] / plot_h, yanchor="top",
+            lenmode="pixels", len=min(panel_h, 12 * LINE_EM * theme.font_size) if wrapped else
+            min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title_side="right"))
+    fit = Fit(font, shape["column_px"], shape["row_px"], shape["x_angle"], per_row, grid_rows, shape["width"],
+              shape["height"])
+    return layout, fit
+
+
+def fit_grid(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], rows: int, cols: int,
+             **options: Any) -> tuple[int, int]:
+    """How many rows and columns of a rows x cols grid of token panels (model_view's layers x heads) to show at
+    once so that they fit the theme's width (and height): the most columns, then the most rows. At least one of
+    each (wider or taller than the theme: the caller scrolls)."""
+    def shaped(r, c):
+        bars = [(name, c) for name, _ in options.get("colour_bars", ())]  # beside the window's last column
+        return grid_layout(theme, row_labels, col_labels, rows=r, cols=c, **{**options, "colour_bars": bars})[1]
+
+    columns = next((c for c in range(cols, 0, -1) if shaped(1, c).fits(theme)), 1)
+    shown_rows = next((r for r in range(rows, 0, -1) if shaped(r, columns).fits_height(theme)), 1)
+    return shown_rows, columns
 
 
 def _fraction(pixels, total) -> float:

@@ -60,5 +60,5 @@ def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: 
     for col, (_, reasons) in enumerate(panels, start=1):
         add_matrix(fig, union(reasons.values(), shape).astype(float), q_tokens, k_tokens, col=col,
                    colour=invisible, value_name="blocked", blocked=reasons, show_legend=col == len(panels))
-    lay_out(fig, theme, q_tokens, k_tokens, cols=len(panels), title=title, panel_titles=True, legend=True)
+    lay_out(fig, theme, q_tokens, k_tokens, cols=len(panels), wrap=True, title=title, panel_titles=True, legend=True)
     return apply_theme(fig, theme, title)

@@ -31,10 +31,15 @@ DIVERGING = "RdBu_r"
 
 @dataclass(frozen=True)
 class Theme:
-    """Look of a figure. large: lecture mode (about 2x fonts, thicker lines). dark: dark background."""
+    """Look of a figure and the space it is drawn in. large: lecture mode (about 2x fonts, thicker lines). dark: dark
+    background. width: the pixels its container offers across (None: as wide as its labels need); a figure lays
+    itself out to fit (viz.layout) and is wider only where even its smallest readable layout is. height: the pixels
+    it should fit down (lecture mode: the screen under the controls; None: no limit)."""
 
     large: bool = False
     dark: bool = False
+    width: int | None = None
+    height: int | None = None
 
     @property
     def _scale(self) -> int:
@@ -46,8 +51,9 @@ class Theme:
 
     @property
     def min_font_size(self) -> int:
-        """Token labels shrink from font_size down to this, never below: beyond it the figure grows instead."""
-        return 14 if self.large else 10
+        """Token labels shrink from font_size down to this, never below: beyond it the figure wraps, pages or grows.
+        The same in lecture mode: a projector shows 10 px text larger than a laptop does at arm's length."""
+        return 10
 
     @property
     def title_size(self) -> int:
@@ -197,4 +203,6 @@ def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
     fig.update_layout(theme_layout(theme, title))
     fig.update_annotations(font_size=theme.font_size)  # subplot titles and notes
     fig.update_traces(line_width=theme.line_width, marker_size=theme.marker_size, selector=dict(type="scatter"))
+    if fig.layout.height is None and theme.height is not None:  # Plotly's 450 px would pass a projector's bottom
+        fig.update_layout(height=min(theme.height, 450))
     return themed_figure([trace.to_plotly_json() for trace in fig.data], fig.layout.to_plotly_json(), theme)

@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens
 from .labels import safe_label
-from .layout import BUDGET_PX, TOKEN_STEP_EM, grid_layout
+from .layout import BUDGET_PX, TOKEN_STEP_EM, fit_grid, grid_layout
 from .panels import colour_axis, matrix_panel, shared_grid, subplots, value_range
 from .theme import Theme, apply_theme, merged, theme_layout, themed_figure
 
@@ -23,7 +23,11 @@ def snapshots_figure(snapshots: Sequence[tuple[str, ArrayLike]], q_tokens: Token
     downwards, which scrolls better than sideways."""
     if not snapshots:
         raise ValueError("snapshots is empty: give at least one (label, weights)")
-    fitting = int(BUDGET_PX[theme.large][0] // (len(k_tokens) * TOKEN_STEP_EM * theme.min_font_size))
+    if theme.width is None:  # as many as fit the preferred plot width at the smallest readable labels
+        fitting = int(BUDGET_PX[theme.large][0] // (len(k_tokens) * TOKEN_STEP_EM * theme.min_font_size))
+    else:  # as many as fit the theme's width
+        fitting = fit_grid(theme, q_tokens, k_tokens, 1, min(columns, len(snapshots)), title=title,
+                           titles=[dict(text=label) for label, _ in snapshots], colour_bars=[("coloraxis", 1)])[1]
     cols = max(1, min(columns, len(snapshots), fitting))
     rows = math.ceil(len(snapshots) / cols)
     # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout

@@ -38,7 +38,7 @@ def render(page: Page) -> None:
     settle_all("ablate", options)
     columns = st.columns([4, 1], vertical_alignment="bottom")
     chosen = columns[0].multiselect("Heads to switch off", options, format_func=label, key="ablate",
-                                    persist_state="session", placeholder="Pick heads…")
+                                    persist_state="session", placeholder="Pick heads…", select_all=False)
     mode = draw(columns[1].segmented_control, "Replace by", "ablation_mode", ("zero", "mean"), required=True,
                 persist_state="session", help="zero: the head's output is 0. mean: its mean over positions.")
     if not chosen:
@@ -65,4 +65,4 @@ def render(page: Page) -> None:
                      hide_index=True, column_config={"probability": PROBABILITY})
 
 
-VIEW = View("ablation", "Ablation", "Ablation", render)
+VIEW = View("ablation", "Ablation", render)

@@ -73,4 +73,4 @@ def export_downloads(page: Page) -> None:
                                on_click="ignore")
 
 
-VIEW = View("attention", "Attention", "Attention", render)
+VIEW = View("attention", "Attention", render)

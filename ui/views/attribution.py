@@ -9,7 +9,9 @@ from ui.page import Page
 from ui.state import settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import show_figure
+from ui.widgets import EXPANDER_PX, controls, inset, show_figure
+
+BEAM_NOTE = "Attribution explains the checkpoint's default decoding; the output above may differ."
 
 
 def contrastive(page: Page) -> None:
@@ -33,11 +35,14 @@ def render(page: Page) -> None:
     contrastive(page)
     decoded = page.default_translation()
     outputs, src = list(decoded.output_tokens), list(decoded.src_tokens)
-    if page.beam_size > 1:
-        st.caption("Attribution explains the checkpoint's default decoding; the output above may differ.")
+    if page.beam_size > 1 and not page.lecture:  # on a projector under the figure: above, it pushes it down
+        st.caption(BEAM_NOTE)
     token = settle("attr_token", range(len(outputs)))
-    token = st.selectbox("Output piece", range(len(outputs)), key="attr_token", persist_state="session",
-                         format_func=lambda t: f"{t}: {outputs[t]}")
+    # On a projector one compact control with its label folded: the figure starts high.
+    token = controls("attribution").selectbox(
+        "Output piece", range(len(outputs)), key="attr_token", persist_state="session",
+        format_func=lambda t: f"{t}: {outputs[t]}", label_visibility="collapsed" if page.lecture else "visible",
+        width=320 if page.lecture else "stretch")
     # Every piece by every method costs integrated gradients a backward pass per piece at each of 32 points (seconds
     # on a long output), so it is computed only while its expander is open; the chosen piece is then its row of that
     # table, else computed for that piece alone. (The expander's key holds whether it is open, before it is drawn.)
@@ -47,12 +52,15 @@ def render(page: Page) -> None:
     show_figure(page, once(viz.token_attribution_figure, chosen, src, row, outputs[token], theme=page.theme),
                 "attribution-token")
     st.caption("Each method's row is divided by its own peak (hover a cell for the raw value); gradients are signed.")
+    if page.beam_size > 1 and page.lecture:
+        st.caption(BEAM_NOTE)
     every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
     if overview_open:
         with every:
             signed = tuple(name for name in chosen if page.attribution_methods[name].signed)
+            theme = inset(page, EXPANDER_PX)
             show_figure(page, once(viz.attribution_figure, chosen, outputs, src, signed=signed,
-                                   title="Attribution by method", theme=page.theme), "attribution-methods")
+                                   title="Attribution by method", theme=theme), "attribution-methods", theme=theme)
             st.caption("Row t: which source tokens the piece predicted at output t comes from, by each method. Each "
                        "panel is divided by its own peak (hover a cell for the raw value); gradients are signed.")
     st.markdown("**The methods**")
@@ -68,4 +76,4 @@ def render(page: Page) -> None:
                    "top-attributed source tokens are deleted; random deletes k random tokens.")
 
 
-VIEW = View("attribution", "Attribution", "Attrib.", render)
+VIEW = View("attribution", "Attribution", render)

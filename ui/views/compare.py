@@ -15,6 +15,7 @@ from ui.widgets import controls, head_label, head_picker, head_title, produces_c
 
 COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
                "snapshots": "two snapshots"}
+SNAPSHOTS_NOTE = "Both snapshots read the final model's output (teacher forcing), so the cells line up."
 Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
 
 
@@ -41,6 +42,8 @@ def render(page: Page) -> None:
                theme=page.theme)
     show_figure(page, fig, f"compare-{mode}")
     produces_caption(figure)
+    if page.lecture and mode == "snapshots":
+        st.caption(SNAPSHOTS_NOTE)
 
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
@@ -86,10 +89,14 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
     if len(snapshots) < 2:
         st.info("This checkpoint's card lists no training snapshots.")
         return None
-    columns = st.columns(2)
+    # On a projector one compact row, labels folded into the options (A: step 250): the figure starts high.
+    columns = [controls("compare-snapshots")] * 2 if page.lecture else st.columns(2)
     sides = ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))
     chosen = [draw(column.selectbox, f"Snapshot {name[-1].upper()}", name, snapshots, fallback,
-                   format_func=page.snapshot_label, persist_state="session") for column, name, fallback in sides]
+                   format_func=(lambda s, side=name[-1].upper(): f"{side}: {page.snapshot_label(s)}")
+                   if page.lecture else page.snapshot_label, persist_state="session",
+                   label_visibility="collapsed" if page.lecture else "visible",
+                   width=300 if page.lecture else "stretch") for column, name, fallback in sides]
     try:
         sides = [(page.forced(snapshot=snapshot).head(kind, layer, head), page.snapshot_label(snapshot))
                  for snapshot in chosen]
@@ -97,8 +104,9 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
         st.error("This snapshot could not be loaded.")
         st.code(str(error), language=None)
         return None
-    st.caption("Both snapshots read the final model's output (teacher forcing), so the cells line up.")
+    if not page.lecture:  # on a projector under the figure (render): above, it pushes the figure down
+        st.caption(SNAPSHOTS_NOTE)
     return sides[0], sides[1]
 
 
-VIEW = View("compare", "Compare", "Compare", render)
+VIEW = View("compare", "Compare", render)

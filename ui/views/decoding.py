@@ -165,4 +165,4 @@ def render(page: Page) -> None:
     show_figure(page, growing, "decoding-causal")
 
 
-VIEW = View("decoding", "Decoding", "Decoding", render)
+VIEW = View("decoding", "Decoding", render)

@@ -50,4 +50,4 @@ def render(page: Page) -> None:
     produces_caption(figure)
 
 
-VIEW = View("headview", "Head view", "Lines", render)
+VIEW = View("headview", "Head view", render)

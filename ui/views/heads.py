@@ -17,7 +17,10 @@ MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it strea
 def render(page: Page) -> None:
     analysis = page.analysis
     statistics = once(viz.head_statistics, *analysis.by_viz_kind())
+    # The role first after the head's name: the caption explains it, and the numbers may run past the right edge.
+    leading = ["kind", "layer", "head", "role"]
     st.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
+                 column_order=leading + [name for name in statistics.columns if name not in leading],
                  column_config={name: st.column_config.NumberColumn(format="%.3f")
                                 for name in statistics.select_dtypes("float").columns})
     st.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: the "
@@ -84,4 +87,4 @@ def across_corpus(page: Page) -> None:
     st.caption(f"The sentences where this head's {statistic} is highest.")
 
 
-VIEW = View("heads", "Heads", "Heads", render)
+VIEW = View("heads", "Heads", render)

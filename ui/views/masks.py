@@ -23,23 +23,33 @@ MASK_EXPLANATIONS = {
 }
 
 
+def padding_note(lecture: bool) -> str:
+    """What to do to see padding: the sidebar's Padding, which lecture mode folds away (its link still works)."""
+    where = ("Leave lecture mode and use **Padding** in the sidebar (or add `pad_src=4` to the link)" if lecture
+             else "Use **Padding** in the sidebar")
+    return (f"A single sentence has no padding. {where} to append pad tokens to the source or decoder input, as "
+            "batching with a longer sentence would: the padding masks appear, and the model's outputs on the real "
+            "positions do not change.")
+
+
 def render(page: Page) -> None:
     analysis = page.analysis
+    # On a projector the figures come first (the first within the top of the screen), the explanations under them.
+    top, bottom = st.container(), st.container()
+    notes, figures = (bottom, top) if page.lecture else (top, bottom)
     if not analysis.padded():
-        st.info("A single sentence has no padding. Use **Padding** in the sidebar to append pad tokens to the source "
-                "or decoder input, as batching with a longer sentence would: the padding masks appear, and the "
-                "model's outputs on the real positions do not change.")
-    for sentence in MASK_EXPLANATIONS.values():
-        st.markdown(f"- {sentence}")
+        notes.info(padding_note(page.lecture))
+    notes.markdown("\n".join(f"- {sentence}" for sentence in MASK_EXPLANATIONS.values()))
     for kind in analysis.kinds:
         q_tokens, k_tokens = analysis.tokens(kind)
         blocked = analysis.blocked(kind)
         if not blocked:
-            st.markdown(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.")
+            figures.markdown(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.")
             continue
         fig = once(viz.mask_figure, blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
                    theme=page.theme)
-        show_figure(page, fig, f"masks-{kind}")
+        with figures:
+            show_figure(page, fig, f"masks-{kind}")
 
 
-VIEW = View("masks", "Masks", "Masks", render)
+VIEW = View("masks", "Masks", render)

@@ -9,6 +9,7 @@ import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.shared import once
+from ui.state import settle
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
 
@@ -37,8 +38,26 @@ def render(page: Page) -> None:
     words = word_switch(row)
     show_masks = row.toggle("Mask overlays", key="masks", persist_state="session")
     figure = shown(page, kind, page.analysis.stack(kind), words)
-    fig = once(viz.model_view, figure.weights, figure.q_labels, figure.k_labels, blocked=figure.blocked,
-               show_masks=show_masks, title=f"{KIND_LABELS[kind]}: every layer and head", theme=page.theme)
+    layers, heads = figure.weights.shape[:2]
+    title = f"{KIND_LABELS[kind]}: every layer and head"
+    # As many layers and heads as fit the page (and, in lecture mode, the screen's height); the rest page by page.
+    rows, cols = once(viz.fit_model_view, figure.q_labels, figure.k_labels, layers, heads, title=title,
+                      legend=bool(figure.blocked) and show_masks, theme=page.theme)
+    windows = [(layer, head) for layer in range(0, layers, rows) for head in range(0, heads, cols)]
+    first = windows[0]
+    if len(windows) > 1:
+        def named(window):
+            (layer, head), last = window, (min(window[0] + rows, layers) - 1, min(window[1] + cols, heads) - 1)
+            return (f"L{layer}" + (f"–{last[0]}" if last[0] > layer else "") + f" H{head}"
+                    + (f"–{last[1]}" if last[1] > head else ""))
+        settle("model_window", windows, windows[0])
+        first = row.segmented_control("Shown", windows, key="model_window", format_func=named, required=True,
+                                      help="The heads that fit the page at once: the others are a click away.",
+                                      label_visibility="collapsed" if page.lecture else "visible")
+        title += f" ({named(first)})"
+    stack = figure.weights[first[0]: first[0] + rows, first[1]: first[1] + cols]  # (layers shown, heads shown, ...)
+    fig = once(viz.model_view, stack, figure.q_labels, figure.k_labels, blocked=figure.blocked,
+               show_masks=show_masks, title=title, first=tuple(first), theme=page.theme)
     panels = [tuple(trace.meta) if trace.meta is not None else None for trace in fig.data]
     show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
                 selection_mode="points")
@@ -51,4 +70,4 @@ def render(page: Page) -> None:
     st.caption("Click a panel to open its head in the Attention view.")
 
 
-VIEW = View("model", "Model view", "Model view", render)
+VIEW = View("model", "Model view", render)

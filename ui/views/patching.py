@@ -10,21 +10,27 @@ from ui.page import Page
 from ui.state import MAX_INPUT_CHARS, settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import show_figure
+from ui.widgets import controls, show_figure
 
 
 def render(page: Page) -> None:
     lens = page.lens()
     outputs = lens.output_tokens
-    if st.session_state.get("corrupt") is None:
+    # The corrupted input starts as this input, and starts again when the input changes: an edit of the previous
+    # sentence has another length and cannot be patched into this one.
+    if st.session_state.get("corrupt") is None or st.session_state.get("corrupt_of", page.text) != page.text:
         st.session_state.corrupt = page.text
-    corrupted = st.text_input("Corrupted input (edit one word of the input above)", key="corrupt",
-                              max_chars=MAX_INPUT_CHARS, persist_state="session",
-                              help="It must have as many tokens as the input: position j of one stands for position "
-                                   "j of the other.")
+    st.session_state.corrupt_of = page.text  # a link's corrupted input belongs to the link's input
+    row = controls("patching")  # one row: on a projector the figures start high
+    compact = dict(label_visibility="collapsed") if page.lecture else {}
+    corrupted = row.text_input("Corrupted input (edit one word of the input above)", key="corrupt",
+                               max_chars=MAX_INPUT_CHARS, persist_state="session", width=560 if page.lecture else 480,
+                               help="It must have as many tokens as the input: position j of one stands for position "
+                                    "j of the other.", **compact)
     position = settle("patch_position", range(len(outputs)))
-    position = st.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
-                            persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}")
+    position = row.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
+                             persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}", width=240,
+                             **compact)
     patched = None if corrupted.strip() == page.text.strip() else page.patched(corrupted, position)
     if patched is None:  # every effect is 0 up to rounding: a scale over noise would mislead, so nothing is run
         st.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
@@ -48,4 +54,4 @@ def render(page: Page) -> None:
                "The last row is the model's own prediction.")
 
 
-VIEW = View("patching", "Patching", "Patch", render)
+VIEW = View("patching", "Patching", render)

@@ -22,7 +22,10 @@ def render(page: Page) -> None:
     plot = draw(row.segmented_control, "Plot", "pe_plot", PE_PLOTS, required=True, format_func=PE_PLOTS.get,
                 persist_state="session")
     settle("pe_positions", range(2, config.max_len + 1), min(50, config.max_len))
-    positions = st.slider("Positions shown", 2, config.max_len, key="pe_positions", persist_state="session")
+    # On a projector in the row of controls, label folded: the figure starts high.
+    slider_at, width = (row, 320) if page.lecture else (st, "stretch")
+    positions = slider_at.slider("Positions shown", 2, config.max_len, key="pe_positions", persist_state="session",
+                                 width=width, label_visibility="collapsed" if page.lecture else "visible")
     pe = page.positional_table(side)[:positions]
     if plot == "heatmap":
         fig = once(viz.pe_heatmap, pe, title=f"{config.positional} positional encoding of the {PE_SIDES[side]}",
@@ -40,4 +43,4 @@ def render(page: Page) -> None:
                "ones are trained with the model.")
 
 
-VIEW = View("positional", "Positional encoding", "Positions", render, needs_input=False)
+VIEW = View("positional", "Positional encoding", render, needs_input=False)

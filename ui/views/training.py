@@ -64,4 +64,4 @@ def render(page: Page) -> None:
         show_figure(page, loss, "loss-curve")
 
 
-VIEW = View("training", "Training", "Training", render, needs_input=False)
+VIEW = View("training", "Training", render, needs_input=False)
