@@ -12,7 +12,7 @@ from ui.page import Page
 from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
 from ui.shared import once
 from ui.view import View
-from ui.widgets import CONTENT_PX, PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
+from ui.widgets import PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
 
 TABLE_PX = {False: 300, True: 320}  # width the next pieces' table needs beside the step's figure (key: lecture mode)
 MODES = {"greedy": "Greedy", "sampling": "Sampling", "tree": "Beam tree"}
@@ -63,7 +63,7 @@ def render_tree(page: Page) -> None:
         depths[index] = 0 if parent < 0 else depths[parent] + 1
     node = settle("node", range(len(tree.pieces)), tree.best)
     fig = once(viz.beam_tree_figure, tree.pieces, tree.parents, tree.log_probs, tree.kept, tree.chosen,
-               selected=node, width_px=CONTENT_PX[page.lecture], finals=tree.finals, theme=page.theme)
+               selected=node, width_px=page.theme.width, finals=tree.finals, theme=page.theme)
     show_figure(page, fig, "beam-tree", key=TREE_FIGURE, on_select=open_selected_node, selection_mode="points")
     penalties = page.card.decoding
     st.caption(f"Beam search with {beams} beams (length penalty {penalties.get('length_penalty', 0.6)}, coverage "
@@ -131,7 +131,7 @@ def render(page: Page) -> None:
     if mode == "sampling":
         temperature, top_k, top_p, seed = sampling
         shaped = once(viz.distribution_figure, steps.shaped_pieces[step], steps.shaped[step], steps.drawn[step],
-                      title=f"Step {step}: the next piece's probability", width_px=CONTENT_PX[page.lecture],
+                      title=f"Step {step}: the next piece's probability", width_px=page.theme.width,
                       theme=page.theme)
     side = TABLE_PX[page.lecture] if shaped is None else int(shaped.layout.width)
     left, right = side_by_side(page, [int(fig.layout.width), side])

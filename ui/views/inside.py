@@ -12,7 +12,7 @@ from ui.plain import plain
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
-from ui.widgets import CONTENT_PX, controls, head_picker, head_title, show_figure
+from ui.widgets import controls, head_picker, head_title, show_figure
 
 STEPS = ("q and k", "q ⊙ k", "softmax", "output", "neurons")
 TOP_NEURONS = 5  # per token in the neurons' table
@@ -47,7 +47,7 @@ def render(page: Page) -> None:
     row.button("▶", on_click=step_by, args=(1,), disabled=step == len(STEPS) - 1, key="inside-next",
                shortcut="Right", type="tertiary", help="Next step (key →)")
     inside = page.inside(kind, layer)
-    width = CONTENT_PX[page.lecture]
+    width = page.theme.width
     if step < 4 and not page.lecture:  # the figures' titles name the step, the controls say where
         st.caption(f"{head_title(kind, layer, head)} · query {plain(q_tokens[query])}")
     d_head = inside.q.shape[-1]
