@@ -513,17 +513,31 @@ class Checkpoint:
         )
 
 
+class OutOfMemory(ValueError):
+    """The model ran out of memory on an input; the message is for the user."""
+
+    def __init__(self, failed: str) -> None:
+        super().__init__(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
+                         "input.")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is running out of memory: MemoryError, torch.OutOfMemoryError, or the CPU allocator's
+    RuntimeError."""
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and "allocate" in str(error))
+
+
 def within_memory(call: Callable[[], T]) -> T:
-    """call(), with running out of memory turned into a ValueError with a message for the user. It is raised once
-    the failed call's exception is gone (no __context__), so that the tensors its frames held are freed at once."""
+    """call(), with running out of memory turned into OutOfMemory. It is raised once the failed call's exception is
+    gone (no __context__), so that the tensors its frames held are freed at once."""
     try:
         return call()
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
-        if not isinstance(error, (MemoryError, torch.OutOfMemoryError)) and "allocate" not in str(error):
+        if not is_out_of_memory(error):
             raise
         failed = type(error).__name__
-    raise ValueError(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
-                     "input.")
+    raise OutOfMemory(failed)
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

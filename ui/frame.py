@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import screen, state, turns
+from . import passes, screen, state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -64,7 +64,10 @@ def draw_page() -> None:
         page = build_page(headline, space)
         view = BY_KEY[key]
         if page is not None and (page.analysis is not None or not view.needs_input):
-            view.render(page)
+            try:
+                view.render(page)
+            except passes.OutOfMemory as error:  # any pass of the view: a message, and the memory is back
+                st.error(str(error))
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
     finally:
