@@ -48,10 +48,11 @@ from .safety import (BYTES_PER_ATTENTION_VALUE, MAX_CARD_BYTES, MAX_CONFIG_BYTES
                      WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
                      check_torch_zip, open_regular, read_bytes, read_json)
 from .tasks import input_warnings
-from .tokenizer import Tokenizer, VocabTokenizer
+from .tokenizer import JsonTokenizer, Tokenizer, VocabTokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "config.json", "model.pt", "card.json"
 SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
+JSON_TOKENIZER_FILE = "tokenizer.json"  # converted GPT-2, BERT, BART: one `tokenizers` file for both sides
 # A converted model numbers its pieces through a vocabulary next to its sentencepiece model (see VocabTokenizer).
 VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vocab.json"}
 SNAPSHOT_DIR = "snapshots"
@@ -192,7 +193,8 @@ def attention_values(config: TransformerConfig, src_len: int, tgt_len: int) -> i
     """How many attention values one captured pass over (src_len, tgt_len) tokens records: every layer and head of
     the encoder's self-attention (src x src), the decoder's (tgt x tgt) and its cross-attention (tgt x src)."""
     return config.num_heads * (config.num_encoder_layers * src_len ** 2
-                               + config.num_decoder_layers * (tgt_len ** 2 + tgt_len * src_len))
+                               + config.num_decoder_layers * tgt_len ** 2
+                               + config.layers_of("decoder.cross") * tgt_len * src_len)
 
 
 def pass_length(config: TransformerConfig) -> int:
@@ -314,7 +316,19 @@ def read_source_words(folder: Path) -> frozenset[str] | None:
     return frozenset(lines)
 
 
-def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
+def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer | JsonTokenizer:
+    """The sentencepiece tokenizer of one side; in a converted GPT-2, BERT or BART folder, its one tokenizer.json
+    (both sides), whose vocabulary may be smaller than the model's (their embeddings are often padded)."""
+    if os.path.lexists(folder / JSON_TOKENIZER_FILE):
+        path = folder / JSON_TOKENIZER_FILE
+        try:
+            tokenizer = JsonTokenizer(path, read_bytes(path, folder, MAX_TOKENIZER_BYTES))
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{path}: {error}") from None
+        if tokenizer.vocab_size > vocab_size:
+            raise CheckpointError(f"{path}: vocabulary of {tokenizer.vocab_size} tokens, more than the "
+                                  f"{vocab_size} {CONFIG_FILE} says")
+        return tokenizer
     path, vocab = folder / file, folder / VOCAB_FILES[file]
     try:
         model_bytes = read_bytes(path, folder, MAX_TOKENIZER_BYTES)
@@ -617,7 +631,7 @@ def checkpoint_version(path: str | Path) -> int:
     path = Path(path)
     candidates = [path, path / SNAPSHOT_DIR] + [path / file for file in
                                                  (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, SRC_TOKENIZER_FILE,
-                                                  TGT_TOKENIZER_FILE)]
+                                                  TGT_TOKENIZER_FILE, JSON_TOKENIZER_FILE)]
     try:
         with os.scandir(path / SNAPSHOT_DIR) as entries:
             candidates += [Path(entry.path) for entry in itertools.islice(entries, MAX_VERSION_ENTRIES)]
