@@ -62,7 +62,9 @@ def draw_page() -> None:
     try:
         page = build_page(headline)
         view = BY_KEY[key]
-        if page is not None and (page.analysis is not None or not view.needs_input):
+        if page is not None and view.missing(page):
+            st.info(view.missing(page))
+        elif page is not None and (page.analysis is not None or not view.needs_input):
             view.render(page)
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")

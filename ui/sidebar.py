@@ -143,7 +143,10 @@ def show_output(page: Page, headline) -> None:
         headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
         return
     output = st.container()
-    output.caption(f"Output of {plain(page.name)}, {decoding_text(page.beam_size, page.card.decoding)}")
+    how = {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
+           "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
+        page.config.stacks, decoding_text(page.beam_size, page.card.decoding))
+    output.caption(f"Output of {plain(page.name)}, {how}")
     with output:
         model_output(analysis.text)
     # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.
@@ -196,7 +199,8 @@ def build_page(headline) -> Page | None:
                                      help="What the camera button in each figure's toolbar saves.")
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
-                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format, target=forced)
+                theme=figure_theme(), lecture=st.session_state.lecture, image_format=image_format, target=forced,
+                kinds=checkpoint.config.kinds)
     if analysis is not None:
         show_output(page, headline)
         target.show(page)

@@ -68,4 +68,5 @@ def render(page: Page) -> None:
                    "top-attributed source tokens are deleted; random deletes k random tokens.")
 
 
-VIEW = View("attribution", "Attribution", "Attrib.", render)
+VIEW = View("attribution", "Attribution", "Attrib.", render, needs=("decoder.cross",),
+            needs_why="explains an output piece by the source pieces it read through cross-attention")
