@@ -35,7 +35,7 @@ from .checkpoint import (CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, TGT_TOKENIZ
 from .checkpoint import JSON_TOKENIZER_FILE
 from .config import TransformerConfig
 from .converters import FAMILIES
-from .converters.family import Family, Tensors
+from .converters.family import Family, Tensors, seq2seq_layer_names
 from .positional import sinusoidal_table
 from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, WEIGHTS_OVERHEAD_BYTES, check_torch_zip,
                      open_regular, read_bytes, read_json)
@@ -147,22 +147,6 @@ def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> 
     return dict(state)
 
 
-def _layer_names(side: str, i: int) -> dict[str, str]:
-    """Our parameter prefix -> transformers' for layer i of the 'encoder' or 'decoder' stack."""
-    ours, theirs = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
-    names = {"self_attn.W_q": "self_attn.q_proj", "self_attn.W_k": "self_attn.k_proj",
-             "self_attn.W_v": "self_attn.v_proj", "self_attn.W_o": "self_attn.out_proj",
-             "feed_forward.linear1": "fc1", "feed_forward.linear2": "fc2", "ff_residual.norm": "final_layer_norm"}
-    if side == "encoder":
-        names["attn_residual.norm"] = "self_attn_layer_norm"
-    else:
-        names |= {"cross_attn.W_q": "encoder_attn.q_proj", "cross_attn.W_k": "encoder_attn.k_proj",
-                  "cross_attn.W_v": "encoder_attn.v_proj", "cross_attn.W_o": "encoder_attn.out_proj",
-                  "self_attn_residual.norm": "self_attn_layer_norm",
-                  "cross_attn_residual.norm": "encoder_attn_layer_norm"}
-    return {ours + mine + kind: theirs + hf + kind for mine, hf in names.items() for kind in (".weight", ".bias")}
-
-
 def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source: Path) -> dict[str, torch.Tensor]:
     """Our state_dict from transformers' MarianMTModel tensors; CheckpointError for anything missing, left over or
     inconsistent with the config."""
@@ -179,7 +163,7 @@ def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source:
     state = {}
     for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
         for i in range(layers):
-            state |= {ours: take(theirs) for ours, theirs in _layer_names(side, i).items()}
+            state |= {ours: take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
         state[f"{side}.embed.token.weight"] = take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
         positions = f"model.{side}.embed_positions.weight"
         if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
@@ -286,19 +270,7 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
         licence=licence_of(src) or "unknown: see the original model's card",
         conversion_command=command,
     )
-    with writer_lock(out):
-        check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
-        staging = staging_folder(out, "converting")
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            log(f"writing {out}")
-            write_folder(staging, model, card, files)
-            log("checking that the folder loads")
-            load_checkpoint(staging)
-            commit_checkpoint(staging, out)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    log(f"done: {out} ({model.num_parameters():,} parameters)")
+    write_checkpoint(out, model, card, files, replace, log)
 
 
 def convert_family(family: Family, src: Path, out: Path, command: str = "", origin: str = "", log=print,
@@ -340,8 +312,21 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
         data=f"As documented by the original model ({origin}).", examples=list(family.examples),
         machine=f"converted with torch {torch.__version__}", parameters=model.num_parameters(), source=origin,
         licence=licence_of(src) or "unknown: see the original model's card", conversion_command=command)
+    write_checkpoint(out, model, card, files, replace, log)
+
+
+def converter(kind: str):
+    """The function converting folders of `kind`: Marian's, or a family's from transformer/converters/."""
+    if kind == "marian":
+        return convert_marian
+    return lambda *args, **kwargs: convert_family(FAMILIES[kind], *args, **kwargs)
+
+
+def write_checkpoint(out: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes], replace: bool,
+                     log=print) -> None:
+    """Write the converted checkpoint beside `out`, check that it loads, and rename it into place."""
     with writer_lock(out):
-        check_replaceable(out, replace)
+        check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
         staging = staging_folder(out, "converting")
         shutil.rmtree(staging, ignore_errors=True)
         try:
@@ -353,13 +338,6 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     log(f"done: {out} ({model.num_parameters():,} parameters)")
-
-
-def converter(kind: str):
-    """The function converting folders of `kind`: Marian's, or a family's from transformer/converters/."""
-    if kind == "marian":
-        return convert_marian
-    return lambda *args, **kwargs: convert_family(FAMILIES[kind], *args, **kwargs)
 
 
 def write_folder(folder: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes]) -> None:

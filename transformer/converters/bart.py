@@ -8,7 +8,7 @@ import torch
 
 from ..config import TransformerConfig
 from ..tokenizer import JsonTokenizer
-from .family import Family, Tensors, activation, build_config, refuse
+from .family import Family, Tensors, activation, build_config, refuse, seq2seq_layer_names
 
 BART_POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding's offset: its first two rows are never used
 
@@ -33,12 +33,10 @@ def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfi
 
 
 def state(config: TransformerConfig, tensors: Tensors) -> dict[str, torch.Tensor]:
-    from ..convert import _layer_names  # Marian's layers are BART's
-
     out = {}
     for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
         for i in range(layers):
-            out |= {ours: tensors.take(theirs) for ours, theirs in _layer_names(side, i).items()}
+            out |= {ours: tensors.take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
         out[f"{side}.embed.token.weight"] = tensors.take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
         out[f"{side}.embed.positional.embedding.weight"] = tensors.take(f"model.{side}.embed_positions.weight")
         out |= tensors.linear(f"{side}.embed.norm", f"model.{side}.layernorm_embedding")

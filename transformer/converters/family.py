@@ -79,3 +79,20 @@ class Tensors:
             raise CheckpointError(f"{self.source}: tensors our model has no place for: {', '.join(left_over[:5])}"
                                   f"{' ...' if len(left_over) > 5 else ''}")
         return state
+
+
+def seq2seq_layer_names(side: str, i: int) -> dict[str, str]:
+    """Our parameter name -> transformers' for layer i of the 'encoder' or 'decoder' stack of Marian and BART (the
+    same layer layout)."""
+    ours, theirs = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
+    names = {"self_attn.W_q": "self_attn.q_proj", "self_attn.W_k": "self_attn.k_proj",
+             "self_attn.W_v": "self_attn.v_proj", "self_attn.W_o": "self_attn.out_proj",
+             "feed_forward.linear1": "fc1", "feed_forward.linear2": "fc2", "ff_residual.norm": "final_layer_norm"}
+    if side == "encoder":
+        names["attn_residual.norm"] = "self_attn_layer_norm"
+    else:
+        names |= {"cross_attn.W_q": "encoder_attn.q_proj", "cross_attn.W_k": "encoder_attn.k_proj",
+                  "cross_attn.W_v": "encoder_attn.v_proj", "cross_attn.W_o": "encoder_attn.out_proj",
+                  "self_attn_residual.norm": "self_attn_layer_norm",
+                  "cross_attn_residual.norm": "encoder_attn_layer_norm"}
+    return {ours + mine + kind: theirs + hf + kind for mine, hf in names.items() for kind in (".weight", ".bias")}
