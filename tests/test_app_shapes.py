@@ -70,3 +70,10 @@ def test_encoder_only_output_fills_the_mask(app, app_checkpoints):
     assert "[MASK]" not in filled and filled.startswith("paris is the ") and filled.endswith(" of france.")
     assert outputs(at) == [filled]
     assert "masked-token prediction" in at.caption[0].value
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_target_is_not_used_without_an_encoder_decoder_pair(app, family):
+    at = app(checkpoint=family, view="attention", text=TEXTS[family], target="Paris is")
+    assert not at.exception, [error.value for error in at.exception]
+    assert any("The target is not used" in info.value for info in at.sidebar.info)

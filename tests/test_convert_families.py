@@ -142,3 +142,14 @@ def test_checkpoint_refuses_a_tokenizer_bigger_than_the_model(converted, tmp_pat
                                         .replace(f'"tgt_vocab_size": {vocab}', '"tgt_vocab_size": 10'))
     with pytest.raises(CheckpointError, match="tokenizer.json: vocabulary of"):
         load_checkpoint(folder)
+
+
+def test_pieces_read_as_text(converted):
+    family, _, tokenizer, checkpoint = converted
+    text = "Paris is the capital\tof France."
+    pieces = checkpoint.src_tokenizer.pieces(tokenizer(text).input_ids)
+    assert all(piece.isprintable() for piece in pieces)  # labels on one line
+    if family != "bert":  # byte-level BPE: "Ġis" reads "▁is", as sentencepiece pieces do; a tab stays "ĉ"
+        assert "\u2581is" in pieces and not any("\u0120" in piece for piece in pieces)
+        joined = "".join(piece for piece in pieces if piece not in ("<s>", "</s>"))
+        assert joined.replace("\u2581", " ").replace("\u0109", "\t") == text

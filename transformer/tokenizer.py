@@ -176,12 +176,15 @@ class JsonTokenizer:
 
     def __init__(self, path: str | Path, content: bytes) -> None:
         from tokenizers import Tokenizer as Backend  # the tokenizers package, imported only for these folders
+        from tokenizers import decoders
 
         self.path = Path(path)
         try:
             self._backend = Backend.from_str(content.decode("utf-8"))
         except Exception as error:  # tokenizers reports a malformed file with its own exception type
             raise ValueError(f"could not load tokenizer {self.path}: {error}") from None
+        self._byte_level = isinstance(self._backend.decoder, decoders.ByteLevel)
+        self._added = set(self._backend.get_added_tokens_decoder())  # special tokens: shown as they are
 
     @property
     def vocab_size(self) -> int:
@@ -205,7 +208,14 @@ class JsonTokenizer:
         return self._backend.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def id_to_piece(self, i: int) -> str:
-        return self._backend.id_to_token(int(i)) or ""
+        """The token as text: a byte-level BPE token's bytes decoded (GPT-2's "Ġis" is "▁is", a leading space shown
+        as sentencepiece shows it; a part of a character is "�"); other tokens ([CLS], "##ing") as they are. Only
+        for showing: `token_id` takes the tokenizer's own token."""
+        token = self._backend.id_to_token(int(i)) or ""
+        if self._byte_level and int(i) not in self._added:
+            text = self._backend.decoder.decode([token]).replace(" ", "\u2581")
+            return text if text.isprintable() else token  # a newline or tab stays "Ċ", "ĉ": a label on one line
+        return token
 
     def token_id(self, piece: str) -> int | None:
         return self._backend.token_to_id(piece)

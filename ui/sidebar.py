@@ -70,7 +70,9 @@ def choose_checkpoint() -> str | None:
     with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=not st.session_state.lecture):
         st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
-                   f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
+                   + (f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · " if config.cross_attention
+                      else f"{config.stacks}, {config.num_encoder_layers or config.num_decoder_layers} layers · ")
+                   + f"{config.num_heads} heads · "
                    f"d_model {config.d_model} · max_len {config.max_len} tokens (input: "
                    f"{config.max_len - 1} pieces + </s>)")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
