@@ -153,3 +153,17 @@ def test_pieces_read_as_text(converted):
         assert "\u2581is" in pieces and not any("\u0120" in piece for piece in pieces)
         joined = "".join(piece for piece in pieces if piece not in ("<s>", "</s>"))
         assert joined.replace("\u2581", " ").replace("\u0109", "\t") == text
+
+
+def test_one_piece_is_an_input_and_nothing_readable_is_refused(converted):
+    family, _, tokenizer, checkpoint = converted
+    one = next(text for text in ("the", "The", "Paris")
+               if len(tokenizer(text, add_special_tokens=False).input_ids) == 1)
+    translation = checkpoint.translate(one)
+    assert translation.src_ids == tokenizer(one).input_ids
+    invisible = "\u200b\ufeff"
+    if family == "bert":  # WordPiece drops them; byte-level BPE reads every byte
+        with pytest.raises(ValueError, match="no characters this model reads"):
+            checkpoint.translate(invisible)
+    else:
+        assert checkpoint.translate(invisible).src_ids == tokenizer(invisible).input_ids

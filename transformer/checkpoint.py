@@ -396,9 +396,11 @@ class Checkpoint:
         for the user) when nothing of it is left to read."""
         if isinstance(self.src_tokenizer, JsonTokenizer):
             ids, cut = self._with_specials(text)
+            readable = len(self.src_tokenizer.encode(text.read)) > 0  # a GPT-2 prompt may be one piece
         else:
             ids, cut = input_ids(self.src_tokenizer, text, self.pass_len, self.config.eos_id)
-        if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
+            readable = len(ids) > 1  # EOS alone: every character was dropped (zero-width, byte-order mark, U+FFFD)
+        if not readable:
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
         return ids, cut
@@ -408,8 +410,6 @@ class Checkpoint:
         pieces of a GPT-2 prompt), cut to fit (its closing token kept), and how many pieces were cut."""
         ids = self.src_tokenizer.encode_with_specials(text.read)
         pieces = len(self.src_tokenizer.encode(text.read))
-        if not pieces:
-            return ids[:1] if ids else [self.config.eos_id], 0  # nothing readable: _source says so
         closing = ids[-1:] if len(ids) > pieces else []
         room = self.pass_len - (1 if self.config.stacks == "decoder-only" else 0)  # a prompt leaves room to continue
         kept = ids if len(ids) <= room else ids[: room - len(closing)] + closing
