@@ -63,7 +63,9 @@ def draw_page() -> None:
     try:
         page = build_page(headline, space)
         view = BY_KEY[key]
-        if page is not None and (page.analysis is not None or not view.needs_input):
+        if page is not None and view.missing(page):
+            st.info(view.missing(page))
+        elif page is not None and (page.analysis is not None or not view.needs_input):
             try:
                 view.render(page)
             except passes.OutOfMemory as error:  # any pass of the view: a message, and the memory is back

@@ -210,7 +210,7 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
                                          weights=read_only(record.stack(kind).cpu().numpy()),
                                          scores=read_only(record.stack(kind, part="scores").cpu().numpy()),
                                          allowed=read_only(record.stack(kind, part="mask")[0, 0].cpu().numpy()))
-                           for kind in ATTENTION_KINDS), label_probs)
+                           for kind in ATTENTION_KINDS if any(record.keys_of(kind))), label_probs)
 
 
 @shared_pass("Running the model…")
@@ -266,7 +266,7 @@ def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float =
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
     sampling = Sampling(temperature, top_k, top_p, seed)
     with model_turn():
-        steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
+        steps = list(decode_steps(checkpoint.model, source, checkpoint.output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
                                   sampling=sampling))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces
