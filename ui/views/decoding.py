@@ -53,8 +53,7 @@ def open_selected_node() -> None:
         st.session_state.node = int(points[0]["customdata"])
 
 
-def render_tree(page: Page) -> None:
-    row = controls("tree")
+def render_tree(page: Page, row) -> None:
     fallback = page.beam_size if page.beam_size in TREE_BEAMS else DEFAULT_BEAM_SIZE
     beams = draw(row.segmented_control, "Beams", "tree_beam", TREE_BEAMS, fallback, required=True,
                  persist_state="session")
@@ -97,10 +96,12 @@ def render_tree(page: Page) -> None:
 def render(page: Page) -> None:
     cross = "decoder.cross" in page.kinds  # beam search and each step's source attention need an encoder
     modes = tuple(mode for mode in MODES if cross or mode != "tree")
-    mode = draw(st.segmented_control, "Decoding steps", "step_mode", modes, required=True,
-                format_func=MODES.get, persist_state="session")
+    row = controls("step")  # the mode and the step on one row: on a projector the figure starts high
+    mode = draw(row.segmented_control, "Decoding steps", "step_mode", modes, required=True,
+                format_func=MODES.get, persist_state="session",
+                label_visibility="collapsed" if page.lecture else "visible")
     if mode == "tree":
-        render_tree(page)
+        render_tree(page, row)
         return
     sampling = sampling_controls(page) if mode == "sampling" else (0.0, 0, 1.0, 0)
     steps = page.decoding(*sampling)
@@ -108,7 +109,6 @@ def render(page: Page) -> None:
     # A decoder-only model's prompt fills the positions before its first step's query.
     offset = len(steps.prefix_tokens) - count
     step = settle("step", range(count))
-    row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
         back, forward = ("◀", "▶") if page.lecture else ("◀ Back", "Next ▶")  # icons: one row on a projector
         row.button(back, on_click=step_by, args=(-1, count - 1), disabled=step == 0, key="step-back",
