@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import screen, state, turns
+from . import presenter, screen, state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -40,6 +40,7 @@ PICKER_CSS = """<style>
 def draw_page() -> None:
     turns.arrived()
     state.restore()
+    deck = presenter.follow_deck()
     lecture = st.session_state.lecture
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
                        initial_sidebar_state="collapsed" if lecture else "auto")
@@ -58,6 +59,8 @@ def draw_page() -> None:
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
+    if deck is not None:
+        presenter.draw_slide(deck)
     notices = st.container()
     space = screen.figure_space(lecture)
     try:
@@ -67,6 +70,8 @@ def draw_page() -> None:
             view.render(page)
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
+                if deck is None:
+                    presenter.deck_tools(view.label)
     finally:
         for message in st.session_state.url_notices:
             notices.warning(message, icon="🔗")
