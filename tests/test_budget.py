@@ -100,3 +100,32 @@ def test_finite_weights_that_overflow_are_named(tiny_checkpoint, tmp_path):
     torch.save(state, folder / WEIGHTS_FILE)
     with pytest.raises(ValueError, match=r"not a number \(NaN or infinity\).*overflows \(first in encoder"):
         load_checkpoint(folder).translate("abc")
+
+
+@pytest.mark.parametrize("error", [MemoryError(), torch.OutOfMemoryError("CUDA out of memory"),
+                                   RuntimeError("DefaultCPUAllocator: can't allocate memory")])
+def test_running_out_of_memory_in_any_views_pass_is_a_message(app, monkeypatch, error):
+    """Not only translation: a view whose own pass (here the logit lens of Patching) runs out of memory shows a
+    message in its place, the page around it stays, and the next pass runs."""
+    import ui.passes
+
+    def no_memory(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(ui.passes, "logit_lens", no_memory)
+    at = app(view="patching")
+    assert not at.exception
+    assert any("ran out of memory" in message.value and "try a shorter input" in message.value for message in at.error)
+    monkeypatch.undo()
+    assert not app(view="patching").exception
+
+
+def test_other_errors_of_a_pass_are_not_taken_for_memory(app, monkeypatch):
+    import ui.passes
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(ui.passes, "logit_lens", broken)
+    at = app(view="patching")
+    assert at.exception and "shape mismatch" in at.exception[0].value

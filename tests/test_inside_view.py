@@ -8,7 +8,7 @@ import pytest
 
 from helpers import ROOT
 from transformer import load_checkpoint
-from ui.widgets import CONTENT_PX
+from ui.screen import DEFAULT_PX
 
 REVERSE = ROOT / "checkpoints" / "reverse"
 KINDS = ("encoder.self", "decoder.self", "decoder.cross")
@@ -47,7 +47,7 @@ def test_every_step_draws_every_token_within_the_page(app, lecture):
             layouts = charts(at)
             assert layouts, (kind, step)
             for layout in layouts:
-                assert layout["width"] <= CONTENT_PX[lecture == "1"], (kind, step, layout["title"])
+                assert layout["width"] <= DEFAULT_PX[lecture == "1"][0], (kind, step, layout["title"])
                 rows = layout["yaxis"]["ticktext"]
                 assert len(rows) == len(layout["yaxis"]["tickvals"]) and all(rows), (kind, step)
             if step in (1, 2) and kind != "decoder.self":  # a row per source piece: a character each, and </s>

@@ -48,10 +48,13 @@ from .safety import (BYTES_PER_ATTENTION_VALUE, MAX_CARD_BYTES, MAX_CONFIG_BYTES
                      WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
                      check_torch_zip, open_regular, read_bytes, read_json)
 from .tasks import input_warnings
-from .tokenizer import Tokenizer, VocabTokenizer
+from .tokenizer import JsonTokenizer, Tokenizer, VocabTokenizer
 
 CONFIG_FILE, WEIGHTS_FILE, CARD_FILE = "config.json", "model.pt", "card.json"
 SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE = "src.model", "tgt.model"
+CONTINUATION_TOKENS = 20  # a decoder-only model continues its prompt by this many tokens
+MASK_PIECES = ("[MASK]", "<mask>")  # what an encoder-only model's tokenizer calls its mask token (BERT, BART/RoBERTa)
+JSON_TOKENIZER_FILE = "tokenizer.json"  # converted GPT-2, BERT, BART: one `tokenizers` file for both sides
 # A converted model numbers its pieces through a vocabulary next to its sentencepiece model (see VocabTokenizer).
 VOCAB_FILES = {SRC_TOKENIZER_FILE: "src.vocab.json", TGT_TOKENIZER_FILE: "tgt.vocab.json"}
 SNAPSHOT_DIR = "snapshots"
@@ -66,7 +69,7 @@ class ModelCard:
     """What a user should know about a checkpoint; saved as card.json."""
 
     name: str  # folder name, e.g. "eng-fra"
-    task: str  # "reverse", "dates" or "translate"
+    task: str  # "reverse", "dates", "translate"; converted language models: "generate", "fill-mask"
     description: str  # one paragraph for the app's sidebar
     data: str  # where the training data came from, with its licence and credit
     metrics: dict[str, float] = field(default_factory=dict)  # e.g. {"exact_match": 0.998} or {"bleu": 41.2}
@@ -192,7 +195,8 @@ def attention_values(config: TransformerConfig, src_len: int, tgt_len: int) -> i
     """How many attention values one captured pass over (src_len, tgt_len) tokens records: every layer and head of
     the encoder's self-attention (src x src), the decoder's (tgt x tgt) and its cross-attention (tgt x src)."""
     return config.num_heads * (config.num_encoder_layers * src_len ** 2
-                               + config.num_decoder_layers * (tgt_len ** 2 + tgt_len * src_len))
+                               + config.num_decoder_layers * tgt_len ** 2
+                               + config.layers_of("decoder.cross") * tgt_len * src_len)
 
 
 def pass_length(config: TransformerConfig) -> int:
@@ -314,7 +318,19 @@ def read_source_words(folder: Path) -> frozenset[str] | None:
     return frozenset(lines)
 
 
-def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer:
+def read_tokenizer(folder: Path, file: str, vocab_size: int) -> Tokenizer | JsonTokenizer:
+    """The sentencepiece tokenizer of one side; in a converted GPT-2, BERT or BART folder, its one tokenizer.json
+    (both sides), whose vocabulary may be smaller than the model's (their embeddings are often padded)."""
+    if os.path.lexists(folder / JSON_TOKENIZER_FILE):
+        path = folder / JSON_TOKENIZER_FILE
+        try:
+            tokenizer = JsonTokenizer(path, read_bytes(path, folder, MAX_TOKENIZER_BYTES))
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{path}: {error}") from None
+        if tokenizer.vocab_size > vocab_size:
+            raise CheckpointError(f"{path}: vocabulary of {tokenizer.vocab_size} tokens, more than the "
+                                  f"{vocab_size} {CONFIG_FILE} says")
+        return tokenizer
     path, vocab = folder / file, folder / VOCAB_FILES[file]
     try:
         model_bytes = read_bytes(path, folder, MAX_TOKENIZER_BYTES)
@@ -378,11 +394,26 @@ class Checkpoint:
     def _source(self, text: InputText) -> tuple[list[int], int]:
         """The encoder's ids for a read text and how many pieces were cut off to fit max_len; ValueError (a message
         for the user) when nothing of it is left to read."""
-        ids, cut = input_ids(self.src_tokenizer, text, self.pass_len, self.config.eos_id)
-        if len(ids) == 1:  # EOS alone: the tokenizer dropped every character (zero-width, byte-order mark, U+FFFD)
+        if isinstance(self.src_tokenizer, JsonTokenizer):
+            ids, cut = self._with_specials(text)
+            readable = len(self.src_tokenizer.encode(text.read)) > 0  # a GPT-2 prompt may be one piece
+        else:
+            ids, cut = input_ids(self.src_tokenizer, text, self.pass_len, self.config.eos_id)
+            readable = len(ids) > 1  # EOS alone: every character was dropped (zero-width, byte-order mark, U+FFFD)
+        if not readable:
             raise ValueError("The input has no characters this model reads, only invisible or formatting ones: "
                              "type a sentence.")
         return ids, cut
+
+    def _with_specials(self, text: InputText) -> tuple[list[int], int]:
+        """A converted model's input as its own tokenizer builds it ([CLS] ... [SEP], <s> ... </s>, or the bare
+        pieces of a GPT-2 prompt), cut to fit (its closing token kept), and how many pieces were cut."""
+        ids = self.src_tokenizer.encode_with_specials(text.read)
+        pieces = len(self.src_tokenizer.encode(text.read))
+        closing = ids[-1:] if len(ids) > pieces else []
+        room = self.pass_len - (1 if self.config.stacks == "decoder-only" else 0)  # a prompt leaves room to continue
+        kept = ids if len(ids) <= room else ids[: room - len(closing)] + closing
+        return kept, len(ids) - len(kept)
 
     def unseen_words(self, text: str | InputText) -> list[str]:
         """The words of `text` (as this model reads it) that its training sources never contain, each once, in
@@ -411,18 +442,29 @@ class Checkpoint:
         tokenizers (e.g. a training snapshot)."""
         beam_size = self.card.decoding.get("beam_size", 1) if beam_size is None else beam_size
         check_beam_size(beam_size)
+        if not self.config.cross_attention:
+            beam_size = 1  # beam search translates; a language model's continuation here is greedy
         model = model or self.model
         read = self.read(text)
         ids, cut = self._source(read)
         warnings = self._input_warnings(read, ids, cut)
         src = torch.tensor([ids], device=model_device(model))
-        limit = output_limit(len(ids)) if max_len is None else max_len
+        if self.config.stacks == "encoder-only":
+            return self._filled(model, src, read, warnings)
+        limit = self.output_limit(len(ids)) if max_len is None else max_len
         if type(limit) is int:  # anything else: greedy and beam_search refuse it with a message
             limit = min(limit, self.pass_len)
         sequence = self._decode(model, src, beam_size, limit)
-        if sequence[-1] != self.config.eos_id:
+        if sequence[-1] != self.config.eos_id and self.config.cross_attention:  # a language model may go on
             warnings.append(self._unended_warning(len(ids), len(sequence), limit, max_len is None))
         return self._explained(model, src, read, sequence, warnings)
+
+    def output_limit(self, src_len: int) -> int:
+        """The sequence length decoding stops at by default: decoding.output_limit of the input's length; a
+        decoder-only model's prompt continued by CONTINUATION_TOKENS."""
+        if self.config.stacks == "decoder-only":
+            return src_len + CONTINUATION_TOKENS
+        return output_limit(src_len)
 
     def _input_warnings(self, read: InputText, ids: list[int], cut: int) -> list[str]:
         """What the user should know about the input before trusting the output: cut off, longer than anything
@@ -497,11 +539,13 @@ class Checkpoint:
         generated = sequence[1:]
         ids = src[0].tolist()
         src_pieces = self.src_tokenizer.pieces(ids)
-        typed = self.src_tokenizer.encode_pieces(read.read)
+        # A decoder-only model's output is its continuation of the prompt (`generated` also holds, at each prompt
+        # position, the prompt's next token: the next-token prediction the views show).
+        continuation = sequence[len(ids):] if self.config.stacks == "decoder-only" else generated
         return Translation(
-            text=self.tgt_tokenizer.decode(generated),
+            text=self.tgt_tokenizer.decode(continuation),
             src_tokens=src_pieces,
-            src_typed=typed[: len(ids) - 1] + src_pieces[-1:],
+            src_typed=self._typed(read, ids, src_pieces),
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,
@@ -513,17 +557,61 @@ class Checkpoint:
         )
 
 
+    def _typed(self, read: InputText, ids: list[int], src_pieces: list[str]) -> list[str]:
+        """The source pieces as typed (an <unk> shows its text); a converted tokenizer's pieces are its own."""
+        if isinstance(self.src_tokenizer, JsonTokenizer):
+            return src_pieces
+        typed = self.src_tokenizer.encode_pieces(read.read)
+        return typed[: len(ids) - 1] + src_pieces[-1:]
+
+    def _filled(self, model: Transformer, src: torch.Tensor, read: InputText, warnings: list[str]) -> Translation:
+        """An encoder-only model's masked-token prediction: one captured pass, the most likely token at every
+        position, and the input with each mask token replaced by its prediction."""
+        def captured() -> tuple[torch.Tensor, AttentionRecord]:
+            with torch.no_grad(), capture(model) as record:
+                return model(src).softmax(dim=-1)[0].cpu(), record  # (src_len, vocab)
+
+        probs, record = within_memory(captured)
+        ids = src[0].tolist()
+        best = probs.argmax(dim=-1).tolist()
+        masks = {self.src_tokenizer.token_id(piece) for piece in MASK_PIECES} - {None}
+        if not masks & set(ids):
+            warnings.append("This model predicts masked tokens: put a mask token (such as [MASK]) where a word is "
+                            "missing, e.g. “Paris is the [MASK] of France.”")
+        src_pieces = self.src_tokenizer.pieces(ids)
+        return Translation(
+            text=self.src_tokenizer.decode([b if i in masks else i for i, b in zip(ids, best)]),
+            src_tokens=src_pieces, src_typed=self._typed(read, ids, src_pieces), tgt_tokens=[],
+            output_tokens=self.src_tokenizer.pieces(best), output_ids=best,
+            probs=[float(probs[i, token]) for i, token in enumerate(best)], attention=record.cpu(), src_ids=ids,
+            tgt_ids=[], warnings=warnings)
+
+
+class OutOfMemory(ValueError):
+    """The model ran out of memory on an input; the message is for the user."""
+
+    def __init__(self, failed: str) -> None:
+        super().__init__(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
+                         "input.")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is running out of memory: MemoryError, torch.OutOfMemoryError, or the CPU allocator's
+    RuntimeError."""
+    return isinstance(error, (MemoryError, torch.OutOfMemoryError)) or (
+        isinstance(error, RuntimeError) and "allocate" in str(error))
+
+
 def within_memory(call: Callable[[], T]) -> T:
-    """call(), with running out of memory turned into a ValueError with a message for the user. It is raised once
-    the failed call's exception is gone (no __context__), so that the tensors its frames held are freed at once."""
+    """call(), with running out of memory turned into OutOfMemory. It is raised once the failed call's exception is
+    gone (no __context__), so that the tensors its frames held are freed at once."""
     try:
         return call()
     except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
-        if not isinstance(error, (MemoryError, torch.OutOfMemoryError)) and "allocate" not in str(error):
+        if not is_out_of_memory(error):
             raise
         failed = type(error).__name__
-    raise ValueError(f"This server ran out of memory running the model on this input ({failed}): try a shorter "
-                     "input.")
+    raise OutOfMemory(failed)
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -617,7 +705,7 @@ def checkpoint_version(path: str | Path) -> int:
     path = Path(path)
     candidates = [path, path / SNAPSHOT_DIR] + [path / file for file in
                                                  (CONFIG_FILE, WEIGHTS_FILE, CARD_FILE, SRC_TOKENIZER_FILE,
-                                                  TGT_TOKENIZER_FILE)]
+                                                  TGT_TOKENIZER_FILE, JSON_TOKENIZER_FILE)]
     try:
         with os.scandir(path / SNAPSHOT_DIR) as entries:
             candidates += [Path(entry.path) for entry in itertools.islice(entries, MAX_VERSION_ENTRIES)]

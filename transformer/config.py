@@ -7,10 +7,12 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from .record import ATTENTION_KINDS
-from .safety import MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_VOCAB_SIZE
+from .safety import (MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_POSITION_OFFSET, MAX_TYPE_VOCAB,
+                     MAX_VOCAB_SIZE)
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
-ACTIVATIONS = ("relu", "gelu", "silu")
+ACTIVATIONS = ("relu", "gelu", "silu", "gelu_new")  # gelu_new: GELU's tanh approximation (GPT-2)
+STACKS = ("encoder-decoder", "decoder-only", "encoder-only")
 POSITIONAL_LAYOUTS = ("interleaved", "halves")
 
 
@@ -37,6 +39,13 @@ class TransformerConfig:
     # --- What converted models (transformer/convert.py: Marian / opus-mt) need; the defaults are this project's own.
     scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) (the paper; Marian's scale_embedding)
     positional_layout: str = "interleaved"  # sinusoids: "interleaved" sin/cos (the paper) or "halves" (Marian)
+    # --- What the other converted families need (GPT-2, BERT, BART); the defaults are this project's own.
+    # Which stacks exist: "encoder-decoder" (translation; cross-attention joins them), "decoder-only" (a causal language
+    # model: no encoder, no cross-attention) or "encoder-only" (a masked language model with its prediction head).
+    stacks: str = "encoder-decoder"
+    position_offset: int = 0  # learned positions: table rows before position 0 (BART keeps 2 unused rows there)
+    type_vocab_size: int = 0  # token-type (segment) embeddings, every token of type 0 (BERT: 2); 0 = none
+    embedding_norm: bool = False  # a LayerNorm on the summed embeddings, before dropout (BERT, BART)
 
     def __post_init__(self) -> None:
         _check_types_and_bounds(self)
@@ -44,10 +53,20 @@ class TransformerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
+        if self.stacks not in STACKS:
+            raise ValueError(f"stacks must be one of {STACKS}, got {self.stacks!r}")
+        for name, absent in (("num_encoder_layers", "decoder-only"), ("num_decoder_layers", "encoder-only")):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if self.stacks == absent and value != 0:
+                raise ValueError(f"{name} must be 0 in a {absent} model, got {value!r}")
+            if self.stacks != absent and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value!r}")
+        if self.stacks != "encoder-decoder" and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"a {self.stacks} model has one vocabulary: src_vocab_size must equal tgt_vocab_size")
+        if self.position_offset < 0 or (self.position_offset and self.positional != "learned"):
+            raise ValueError(f"position_offset ({self.position_offset}) must be 0, or positive with learned positions")
+        if self.type_vocab_size < 0:
+            raise ValueError(f"type_vocab_size must be 0 (none) or more, got {self.type_vocab_size}")
         if self.d_model % self.num_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads}) "
@@ -67,8 +86,10 @@ class TransformerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
                 raise ValueError(f"{name} ({value!r}) must be a token id inside both vocabularies")
-        if self.eos_id in (self.pad_id, self.bos_id):
-            raise ValueError("eos_id must differ from pad_id and bos_id (bos_id may equal pad_id)")
+        if self.eos_id == self.pad_id and self.stacks == "encoder-decoder":
+            # A decoder-only model may pad with its end token (GPT-2 has no other); a translation's padding follows it.
+            raise ValueError("eos_id must differ from pad_id (bos_id may equal either: Marian starts with pad, "
+                             "BART with eos)")
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("share_embeddings needs src_vocab_size == tgt_vocab_size (one shared vocabulary)")
 
@@ -76,11 +97,24 @@ class TransformerConfig:
     def d_head(self) -> int:
         return self.d_model // self.num_heads
 
+    @property
+    def cross_attention(self) -> bool:
+        """Whether the decoder attends to an encoder: only when both stacks exist."""
+        return self.stacks == "encoder-decoder"
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The attention kinds this model has, in ATTENTION_KINDS order."""
+        return tuple(kind for kind in ATTENTION_KINDS if self.layers_of(kind))
+
     def layers_of(self, kind: str) -> int:
-        """How many layers have attention of `kind` ('encoder.self', 'decoder.self' or 'decoder.cross')."""
+        """How many layers have attention of `kind` ('encoder.self', 'decoder.self' or 'decoder.cross'); 0 when the
+        model has no such part."""
         if kind not in ATTENTION_KINDS:
             raise KeyError(f"unknown attention kind {kind!r}; kinds are {ATTENTION_KINDS}")
-        return self.num_encoder_layers if kind == "encoder.self" else self.num_decoder_layers
+        if kind == "encoder.self":
+            return self.num_encoder_layers
+        return self.num_decoder_layers if kind == "decoder.self" or self.cross_attention else 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -107,7 +141,8 @@ class TransformerConfig:
 # refused before anything is built from it.
 _SIZE_BOUNDS = {"src_vocab_size": MAX_VOCAB_SIZE, "tgt_vocab_size": MAX_VOCAB_SIZE, "d_model": MAX_D_MODEL,
                 "num_heads": MAX_HEADS, "num_encoder_layers": MAX_LAYERS, "num_decoder_layers": MAX_LAYERS,
-                "d_ff": MAX_D_FF, "max_len": MAX_LEN}
+                "d_ff": MAX_D_FF, "max_len": MAX_LEN, "position_offset": MAX_POSITION_OFFSET,
+                "type_vocab_size": MAX_TYPE_VOCAB}
 
 
 def _check_types_and_bounds(config: TransformerConfig) -> None:

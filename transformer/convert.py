@@ -1,5 +1,9 @@
 """Convert a pretrained model into an Atlas checkpoint folder:
-`python -m transformer.convert marian SRC_FOLDER OUT_FOLDER`
+`python -m transformer.convert {marian,gpt2,bert,bart} SRC_FOLDER OUT_FOLDER`
+
+GPT-2 (decoder-only), BERT (encoder-only, masked LM) and BART (encoder-decoder) folders are read by the families of
+transformer/converters/ into the same model in another shape (TransformerConfig.stacks), their tokenizer.json kept
+and read with the `tokenizers` library.
 
 SRC_FOLDER is a Hugging Face Marian (opus-mt) folder as `save_pretrained` writes it: config.json, model.safetensors (or
 pytorch_model.bin), source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies),
@@ -28,11 +32,14 @@ import torch
 from .checkpoint import (CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, VOCAB_FILES, WEIGHTS_FILE,
                          CheckpointError, ModelCard, build_model, check_replaceable, check_state, commit_checkpoint,
                          expected_state, load_checkpoint, staging_folder, torch_load, writer_lock)
+from .checkpoint import JSON_TOKENIZER_FILE
 from .config import TransformerConfig
+from .converters import FAMILIES
+from .converters.family import Family, Tensors, seq2seq_layer_names
 from .positional import sinusoidal_table
 from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, WEIGHTS_OVERHEAD_BYTES, check_torch_zip,
                      open_regular, read_bytes, read_json)
-from .tokenizer import VocabTokenizer
+from .tokenizer import JsonTokenizer, VocabTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
 # Switches of older Marian/BART configs that, when on, mean a layout our model does not compute.
@@ -40,7 +47,9 @@ UNSUPPORTED_SWITCHES = {"normalize_before": "pre-LN layers", "add_final_layer_no
                         "normalize_embedding": "a LayerNorm on the embeddings",
                         "add_bias_logits": "a logits bias layer"}
 HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", "pytorch_model.bin", "source.spm",
-             "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json", "README.md"]
+             "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json", "tokenizer.json", "README.md"]
+# Buffers older transformers files store next to the weights: causal-mask tables (GPT-2), position ids (BERT).
+IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias", "embeddings.position_ids")
 EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station?", "The children are playing in the "
                    "garden.", "We will go to the beach tomorrow."]}
 
@@ -110,8 +119,8 @@ def read_marian_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tupl
     path = folder / "model.safetensors"
     if not path.exists():
         if (folder / "model.safetensors.index.json").exists() or (folder / "pytorch_model.bin.index.json").exists():
-            raise CheckpointError(f"{folder}: sharded weights (*.index.json) are not supported; Marian models have one "
-                                  "weights file")
+            raise CheckpointError(f"{folder}: sharded weights (*.index.json) are not supported; only models in one "
+                                  "weights file convert")
         if (folder / "pytorch_model.bin").exists():
             return read_pytorch_bin(folder / "pytorch_model.bin", folder, max_bytes, len(expected)), \
                 folder / "pytorch_model.bin"
@@ -138,22 +147,6 @@ def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> 
     return dict(state)
 
 
-def _layer_names(side: str, i: int) -> dict[str, str]:
-    """Our parameter prefix -> transformers' for layer i of the 'encoder' or 'decoder' stack."""
-    ours, theirs = f"{side}.layers.{i}.", f"model.{side}.layers.{i}."
-    names = {"self_attn.W_q": "self_attn.q_proj", "self_attn.W_k": "self_attn.k_proj",
-             "self_attn.W_v": "self_attn.v_proj", "self_attn.W_o": "self_attn.out_proj",
-             "feed_forward.linear1": "fc1", "feed_forward.linear2": "fc2", "ff_residual.norm": "final_layer_norm"}
-    if side == "encoder":
-        names["attn_residual.norm"] = "self_attn_layer_norm"
-    else:
-        names |= {"cross_attn.W_q": "encoder_attn.q_proj", "cross_attn.W_k": "encoder_attn.k_proj",
-                  "cross_attn.W_v": "encoder_attn.v_proj", "cross_attn.W_o": "encoder_attn.out_proj",
-                  "self_attn_residual.norm": "self_attn_layer_norm",
-                  "cross_attn_residual.norm": "encoder_attn_layer_norm"}
-    return {ours + mine + kind: theirs + hf + kind for mine, hf in names.items() for kind in (".weight", ".bias")}
-
-
 def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source: Path) -> dict[str, torch.Tensor]:
     """Our state_dict from transformers' MarianMTModel tensors; CheckpointError for anything missing, left over or
     inconsistent with the config."""
@@ -170,7 +163,7 @@ def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source:
     state = {}
     for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
         for i in range(layers):
-            state |= {ours: take(theirs) for ours, theirs in _layer_names(side, i).items()}
+            state |= {ours: take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
         state[f"{side}.embed.token.weight"] = take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
         positions = f"model.{side}.embed_positions.weight"
         if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
@@ -277,6 +270,61 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
         licence=licence_of(src) or "unknown: see the original model's card",
         conversion_command=command,
     )
+    write_checkpoint(out, model, card, files, replace, log)
+
+
+def convert_family(family: Family, src: Path, out: Path, command: str = "", origin: str = "", log=print,
+                   replace: bool = False) -> None:
+    """As convert_marian, for a GPT-2, BERT or BART folder (`family` from transformer/converters/)."""
+    src, out = Path(src), Path(out)
+    check_replaceable(out, replace)
+    if not src.is_dir():
+        raise CheckpointError(f"{src}: no such folder")
+    log(f"reading {src / 'config.json'}")
+    hf = _read_json(src / "config.json", src)
+    if hf.get("model_type") not in family.model_types:
+        raise CheckpointError(f"{src / 'config.json'}: model_type is {hf.get('model_type')!r}, not "
+                              f"{' or '.join(map(repr, family.model_types))}")
+    if hf.get("architectures", [family.architecture]) != [family.architecture]:
+        raise CheckpointError(f"{src / 'config.json'}: architectures is {hf.get('architectures')!r}, not "
+                              f"[{family.architecture!r}]")
+    log("reading the tokenizer")
+    files = {JSON_TOKENIZER_FILE: read_bytes(src / JSON_TOKENIZER_FILE, src, MAX_TOKENIZER_BYTES)}
+    try:
+        tokenizer = JsonTokenizer(src / JSON_TOKENIZER_FILE, files[JSON_TOKENIZER_FILE])
+    except ValueError as error:
+        raise CheckpointError(str(error)) from None
+    config = family.config(hf, tokenizer, src / "config.json")
+    if tokenizer.vocab_size > config.tgt_vocab_size:
+        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, more than config.json's "
+                              f"vocab_size ({config.tgt_vocab_size})")
+    expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
+    log("reading the weights")
+    tensors, weights_path = read_marian_weights(src, expected)
+    state = family.state(config, Tensors(tensors, weights_path, IGNORED_BUFFERS))
+    check_state(state, expected, weights_path)
+    model = build_model(config, {name: tensor.float() for name, tensor in state.items()}, weights_path)
+    origin = origin or str(src.resolve())
+    card = ModelCard(
+        name=out.name, task=family.task,
+        description=f"A pretrained {family.architecture} ({config.stacks}) converted from {origin}: its weights run "
+                    "in this project's own Transformer, checked equal to transformers'.",
+        data=f"As documented by the original model ({origin}).", examples=list(family.examples),
+        machine=f"converted with torch {torch.__version__}", parameters=model.num_parameters(), source=origin,
+        licence=licence_of(src) or "unknown: see the original model's card", conversion_command=command)
+    write_checkpoint(out, model, card, files, replace, log)
+
+
+def converter(kind: str):
+    """The function converting folders of `kind`: Marian's, or a family's from transformer/converters/."""
+    if kind == "marian":
+        return convert_marian
+    return lambda *args, **kwargs: convert_family(FAMILIES[kind], *args, **kwargs)
+
+
+def write_checkpoint(out: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes], replace: bool,
+                     log=print) -> None:
+    """Write the converted checkpoint beside `out`, check that it loads, and rename it into place."""
     with writer_lock(out):
         check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
         staging = staging_folder(out, "converting")
@@ -314,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m transformer.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["marian"], help="the kind of model to convert")
+    parser.add_argument("kind", choices=["marian", *FAMILIES], help="the kind of model to convert")
     parser.add_argument("folders", nargs="+", metavar="SRC_FOLDER OUT_FOLDER",
                         help="the Hugging Face folder and the checkpoint folder to write (OUT_FOLDER alone with "
                              "--from-hub)")
@@ -332,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"
         else:
             src, origin = Path(args.folders[0]), ""
-        convert_marian(src, Path(args.folders[-1]), command, origin, replace=args.replace)
+        converter(args.kind)(src, Path(args.folders[-1]), command, origin, replace=args.replace)
     except CheckpointError as error:
         raise SystemExit(f"error: {error}") from None
 

@@ -20,7 +20,7 @@ from typing import TextIO
 
 import torch
 
-from .tokenizer import BOS_ID, EOS_ID, Tokenizer, VocabTokenizer
+from .tokenizer import BOS_ID, EOS_ID, JsonTokenizer, Tokenizer, VocabTokenizer
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), with whatever BOS/EOS the caller added
 
@@ -280,7 +280,9 @@ def read_input(tokenizer: Tokenizer, text: str, max_len: int) -> InputText:
     """`text` as `tokenizer` reads it for a model of `max_len` tokens, bounded and normalised once."""
     kept, cut_off = bounded(text, max_len)
     normalized = normalize(kept)
-    return InputText(kept if isinstance(tokenizer, VocabTokenizer) else normalized, normalized, cut_off)
+    # Marian's and converted models' tokenizers normalise the text themselves, as in transformers.
+    return InputText(kept if isinstance(tokenizer, (VocabTokenizer, JsonTokenizer)) else normalized, normalized,
+                     cut_off)
 
 
 def input_ids(tokenizer: Tokenizer, text: InputText, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:

@@ -66,11 +66,13 @@ def next_token_log_probs(
     last: int = 1,
 ) -> torch.Tensor:
     """log p(next token | tokens up to there, src) after each of the last `last` tokens: (batch, last, tgt_vocab).
-    Padding and BOS are never generated, so they get -inf. With a cache, only the tokens it has not seen yet are run,
+    Padding and BOS are never generated, so they get -inf (unless one is also the end token: BART starts with </s>,
+    GPT-2 pads with it). With a cache, only the tokens it has not seen yet are run,
     and only the last `last` go through the output projection."""
     fresh = tokens if cache is None else tokens[:, cache.length:]
     log_probs = model.decode(fresh, memory, src, cache, positions=slice(-last, None)).log_softmax(dim=-1)
-    log_probs[..., [model.config.pad_id, model.config.bos_id]] = float("-inf")
+    config = model.config
+    log_probs[..., sorted({config.pad_id, config.bos_id} - {config.eos_id})] = float("-inf")
     return log_probs
 
 
@@ -115,11 +117,20 @@ def agreeing(guessed: list[int], chosen: list[int]) -> int:
     return count
 
 
+def start(model: Transformer, src: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None, list[list[int]]]:
+    """The encoder's memory, the source its padding mask comes from, and each row's start: BOS after an encoder; in
+    a decoder-only model no memory and no source, and the prompt `src` (rows of one length) is what is continued."""
+    if model.encoder is None:
+        return None, None, src.tolist()
+    return model.encode(src), src, [[model.config.bos_id] for _ in range(src.size(0))]
+
+
 @torch.no_grad()
 def greedy(
     model: Transformer, src: torch.Tensor, max_len: int | None = None, use_cache: bool = True, guess: bool = True,
 ) -> torch.Tensor:
     """(batch, src_len) source ids -> (batch, length) decoder sequences, taking the most likely token each step.
+    A decoder-only model continues the prompt `src`: its sequences start with it.
 
     With the cache, each decoder call also runs `PromptLookup`'s guesses of the next tokens, and keeps those that
     are the model's own choices, then its choice after them: the tokens of one step at a time, in fewer calls. A call
@@ -129,9 +140,8 @@ def greedy(
     `guess=False` runs one token per call: the reference the guesses are tested and benchmarked against; so does a
     call that captures, so that its record holds the last token's call, as without guesses."""
     config, max_len = model.config, _limit(model, max_len)
-    memory = model.encode(src)
+    memory, source, outputs = start(model, src)
     cache = new_cache(model, use_cache)
-    outputs = [[config.bos_id] for _ in range(src.size(0))]
     done = [False] * src.size(0)
     # With one vocabulary the source's ids are the output's, and worth looking up.
     lookup = PromptLookup(src.tolist() if config.share_embeddings else [[] for _ in outputs], outputs)
@@ -143,7 +153,7 @@ def greedy(
         guessed = [[config.pad_id] * k if ahead is None else ahead[:k] for ahead in found]  # (batch, k)
         tokens = src.new_tensor([output + ahead for output, ahead in zip(outputs, guessed)])  # (batch, length + k)
         # (batch, k + 1) the choice after the last token, then after each guess
-        chosen = next_token_log_probs(model, tokens, memory, src, cache, last=k + 1).argmax(dim=-1).tolist()
+        chosen = next_token_log_probs(model, tokens, memory, source, cache, last=k + 1).argmax(dim=-1).tolist()
         kept = min(agreeing(ahead, choice) for ahead, choice, finished in zip(guessed, chosen, done) if not finished)
         new = [[config.pad_id] * (kept + 1) if finished else ahead[:kept] + [choice[kept]]
                for ahead, choice, finished in zip(guessed, chosen, done)]  # (batch, kept + 1)
@@ -216,6 +226,8 @@ def search_beams(
     each of its hypotheses, (batch, beam). `observe` is called with every step's BeamStep (beam_tree records them)."""
     check_beam_size(beam_size)
     check_coverage_penalty(coverage_penalty)
+    if not model.config.cross_attention:
+        raise ValueError(f"beam search translates: a {model.config.stacks} model has no encoder and decoder pair")
     config, max_len = model.config, _limit(model, max_len)
     batch, vocab = src.size(0), config.tgt_vocab_size
     memory = model.encode(src).repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len, d_model)
@@ -423,18 +435,18 @@ def decode_steps(
     sampling: Sampling = GREEDY,
 ) -> Iterator[Step]:
     """Decoding of one input (1, src_len), yielding each step with its cross-attention: greedy, or drawing each
-    piece as `sampling` says (on the CPU, so that a seed draws the same pieces on every device)."""
+    piece as `sampling` says (on the CPU, so that a seed draws the same pieces on every device). A decoder-only model
+    continues the prompt `src`, and its steps' cross-attention is empty, (0, heads, 0)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r:.40}")
     config, max_len = model.config, _limit(model, max_len)
-    memory = model.encode(src)
-    prefix = [config.bos_id]
-    cross_keys = [f"decoder.{i}.cross" for i in range(config.num_decoder_layers)]
+    memory, source, (prefix,) = start(model, src)
+    cross_keys = [f"decoder.{i}.cross" for i in range(config.layers_of("decoder.cross"))]
     cache = new_cache(model, use_cache)
     generator = torch.Generator().manual_seed(sampling.seed)
     while len(prefix) < max_len:
         with capture(model, cross_keys) as record:
-            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, src, cache)[0, -1].cpu()
+            log_probs = next_token_log_probs(model, src.new_tensor([prefix]), memory, source, cache)[0, -1].cpu()
         probs = log_probs.exp()
         top = probs.topk(min(top_k, probs.numel()))
         tempered, truncated = shape_distribution(log_probs, sampling)
@@ -446,7 +458,8 @@ def decode_steps(
             token_id=token_id,
             prob=float(probs[token_id]),
             top=[(int(i), float(p)) for i, p in zip(top.indices, top.values)],
-            cross_attention=record.stack("decoder.cross")[:, :, -1].cpu(),  # (layers, heads, src_len)
+            cross_attention=(record.stack("decoder.cross")[:, :, -1].cpu() if cross_keys  # (layers, heads, src_len)
+                             else torch.zeros(0, config.num_heads, 0)),
             distributions=torch.stack([probs, tempered, truncated]),  # (3, vocab)
         )
         prefix.append(token_id)

@@ -13,6 +13,10 @@ from .config import TransformerConfig
 from .hooks import HookPoint
 
 
+ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
+                        "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
+
+
 class FeedForward(nn.Module):
     """Position-wise FFN(x) = W_2 · act(W_1 x + b_1) + b_2."""
 
@@ -20,7 +24,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff)
         self.linear2 = nn.Linear(config.d_ff, config.d_model)
-        self.activation = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}[config.activation]
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
         self.dropout = nn.Dropout(config.dropout)
         self.hook_mlp_post = HookPoint()  # (batch, length, d_ff) the hidden neurons' activations
 
@@ -64,23 +68,31 @@ class DecoderLayer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.hook_resid_pre = HookPoint()  # (batch, tgt_len, d_model) residual stream entering the layer
+        # Parts are created in this order so that a seed initialises them as it always has. A decoder-only model
+        # has no encoder to attend to, so no cross-attention.
+        cross = config.cross_attention
         self.self_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
-        self.cross_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
+        if cross:
+            self.cross_attn = MultiHeadAttention(config.d_model, config.num_heads, config.dropout)
         self.feed_forward = FeedForward(config)
         self.self_attn_residual = Residual(config)
-        self.cross_attn_residual = Residual(config)
+        if cross:
+            self.cross_attn_residual = Residual(config)
         self.ff_residual = Residual(config)
         self.hook_resid_mid = HookPoint()  # (batch, tgt_len, d_model) after masked self-attention
-        self.hook_resid_cross = HookPoint()  # (batch, tgt_len, d_model) after cross-attention
+        if cross:
+            self.hook_resid_cross = HookPoint()  # (batch, tgt_len, d_model) after cross-attention
         self.hook_resid_post = HookPoint()  # (batch, tgt_len, d_model) after the feed-forward network
 
     def forward(
-        self, x: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor,
+        self, x: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor, src_mask: torch.Tensor | None,
         self_cache: AttentionCache | None = None, cross_cache: AttentionCache | None = None,
     ) -> torch.Tensor:
+        """`memory` and `src_mask` are None in a decoder-only model."""
         x = self.hook_resid_pre(x)
         x = self.hook_resid_mid(self.self_attn_residual(x, lambda h: self.self_attn(h, h, tgt_mask, self_cache)))
-        x = self.hook_resid_cross(
-            self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, src_mask, cross_cache))
-        )
+        if memory is not None:
+            x = self.hook_resid_cross(
+                self.cross_attn_residual(x, lambda h: self.cross_attn(h, memory, src_mask, cross_cache))
+            )
         return self.hook_resid_post(self.ff_residual(x, self.feed_forward))

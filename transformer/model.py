@@ -1,4 +1,5 @@
-"""The encoder-decoder Transformer of "Attention Is All You Need", with named hook points."""
+"""The encoder-decoder Transformer of "Attention Is All You Need", with named hook points; by its config also a
+decoder-only causal language model (GPT-2's shape) or an encoder-only masked language model (BERT's)."""
 from __future__ import annotations
 
 import math
@@ -9,19 +10,24 @@ from torch import nn
 from .cache import DecoderCache
 from .config import TransformerConfig
 from .hooks import HookPoint, name_hook_points
-from .layers import DecoderLayer, EncoderLayer
+from .layers import ACTIVATION_FUNCTIONS, DecoderLayer, EncoderLayer
 from .masks import decoder_mask, padding_mask
 from .positional import make_positional
 
 
 class Embedding(nn.Module):
-    """Token embedding scaled by sqrt(d_model) (unless config.scale_embedding is off), plus the positional encoding,
-    then dropout."""
+    """Token embedding scaled by sqrt(d_model) (unless config.scale_embedding is off), plus the positional encoding
+    (plus the token-type embedding of type 0, when the config has them), through a LayerNorm when config.embedding_norm
+    asks for one, then dropout."""
 
     def __init__(self, vocab_size: int, config: TransformerConfig) -> None:
         super().__init__()
         self.token = nn.Embedding(vocab_size, config.d_model)
-        self.positional = make_positional(config.positional, config.max_len, config.d_model, config.positional_layout)
+        self.positional = make_positional(config.positional, config.max_len, config.d_model, config.positional_layout,
+                                          config.position_offset)
+        # Inputs here are one segment, so every token is of type 0 (BERT's single-sentence input).
+        self.token_type = nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_norm else nn.Identity()
         self.dropout = nn.Dropout(config.dropout)
         self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
 
@@ -30,7 +36,10 @@ class Embedding(nn.Module):
         end, max_len = offset + ids.size(1), self.positional.table().size(0)
         if end > max_len:
             raise ValueError(f"sequence of {end} tokens is longer than the model's max_len ({max_len})")
-        return self.dropout(self.token(ids) * self.scale + self.positional.table()[offset:end])
+        x = self.token(ids) * self.scale + self.positional.table()[offset:end]  # (batch, length, d_model)
+        if self.token_type is not None:
+            x = x + self.token_type.weight[0]
+        return self.dropout(self.norm(x))
 
 
 class Encoder(nn.Module):
@@ -60,10 +69,11 @@ class Decoder(nn.Module):
         self.hook_out = HookPoint()  # (batch, tgt_len, d_model) final hidden state fed to the output projection
 
     def forward(
-        self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor, src_mask: torch.Tensor,
+        self, tgt: torch.Tensor, memory: torch.Tensor | None, tgt_mask: torch.Tensor, src_mask: torch.Tensor | None,
         cache: DecoderCache | None = None,
     ) -> torch.Tensor:
-        """`tgt` holds the new tokens only when a cache holds the earlier ones."""
+        """`tgt` holds the new tokens only when a cache holds the earlier ones; `memory` is None in a decoder-only
+        model."""
         offset = 0 if cache is None else cache.length - tgt.size(1)
         x = self.hook_embed(self.embed(tgt, offset))
         for i, layer in enumerate(self.layers):
@@ -72,18 +82,34 @@ class Decoder(nn.Module):
         return self.hook_out(self.norm(x))
 
 
+class MaskedLMHead(nn.Module):
+    """An encoder-only model's transform before the output projection: dense, activation, LayerNorm (BERT's)."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(self.activation(self.dense(x)))
+
+
 class Transformer(nn.Module):
+    """`encoder` and `decoder` are None where config.stacks leaves them out."""
+
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = Encoder(config)
-        self.decoder = Decoder(config)
+        self.encoder = Encoder(config) if config.num_encoder_layers else None
+        self.decoder = Decoder(config) if config.num_decoder_layers else None
+        self.head = MaskedLMHead(config) if config.stacks == "encoder-only" else nn.Identity()
         self.generator = nn.Linear(config.d_model, config.tgt_vocab_size)  # hidden state -> next-token logits
         self._init_weights()
-        if config.share_embeddings:
+        if config.share_embeddings and config.cross_attention:
             self.decoder.embed.token.weight = self.encoder.embed.token.weight
         if config.tie_output_embedding:
-            self.generator.weight = self.decoder.embed.token.weight
+            self.generator.weight = (self.decoder or self.encoder).embed.token.weight
         name_hook_points(self)
 
     def _init_weights(self) -> None:
@@ -99,29 +125,39 @@ class Transformer(nn.Module):
         return self.encoder(src, padding_mask(src, self.config.pad_id))
 
     def decode(
-        self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor, cache: DecoderCache | None = None,
-        positions: slice = slice(None),
+        self, tgt: torch.Tensor, memory: torch.Tensor | None = None, src: torch.Tensor | None = None,
+        cache: DecoderCache | None = None, positions: slice = slice(None),
     ) -> torch.Tensor:
         """Decoder input ids (batch, tgt_len), starting with BOS -> logits (batch, tgt_len, tgt_vocab).
 
-        `src` (batch, src_len) gives the padding mask over `memory`. With a `cache` (incremental decoding), `tgt` is
-        only the tokens not fed before, and the logits are theirs. `positions` picks the decoder positions whose
-        logits are wanted: only they go through the output projection."""
+        `src` (batch, src_len) gives the padding mask over `memory`; both are None in a decoder-only model. With a
+        `cache` (incremental decoding), `tgt` is only the tokens not fed before, and the logits are theirs.
+        `positions` picks the decoder positions whose logits are wanted: only they go through the output projection."""
         pad = self.config.pad_id
         if cache is None:
             tgt_mask = decoder_mask(tgt, pad)
         else:
             tgt_mask = decoder_mask(cache.append(tgt), pad, last=tgt.size(1))  # (batch, 1, new_len, all_len)
-        hidden = self.decoder(tgt, memory, tgt_mask, padding_mask(src, pad), cache)  # (batch, tgt_len, d_model)
+        src_mask = None if src is None else padding_mask(src, pad)
+        hidden = self.decoder(tgt, memory, tgt_mask, src_mask, cache)  # (batch, tgt_len, d_model)
         return self.generator(hidden[:, positions])
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced pass: logits (batch, tgt_len, tgt_vocab) for each next token."""
-        return self.decode(tgt, self.encode(src), src)
+    def predict_masked(self, src: torch.Tensor) -> torch.Tensor:
+        """Encoder-only: ids (batch, src_len) -> logits (batch, src_len, vocab) of the token at every position."""
+        return self.generator(self.head(self.encode(src)))
+
+    def forward(self, src: torch.Tensor | None, tgt: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced pass: logits (batch, tgt_len, tgt_vocab) for each next token. A decoder-only model reads
+        `tgt` alone (`src` is None); an encoder-only one `src` alone, giving each position's masked-token logits."""
+        if self.decoder is None:
+            return self.predict_masked(src)
+        return self.decode(tgt) if self.encoder is None else self.decode(tgt, self.encode(src), src)
 
     def positional_table(self, side: str = "src") -> torch.Tensor:
         """The positional encoding (max_len, d_model) the encoder ('src') or decoder ('tgt') adds."""
         stack = {"src": self.encoder, "tgt": self.decoder}[side]
+        if stack is None:
+            raise ValueError(f"a {self.config.stacks} model has no {'encoder' if side == 'src' else 'decoder'}")
         return stack.embed.positional.table().detach().cpu()
 
     def num_parameters(self) -> int:

@@ -41,17 +41,20 @@ class SinusoidalPositional(nn.Module):
 
 
 class LearnedPositional(nn.Module):
-    def __init__(self, max_len: int, d_model: int) -> None:
+    """One learned vector per position; `offset` rows before position 0 are stored but never added (BART keeps 2)."""
+
+    def __init__(self, max_len: int, d_model: int, offset: int = 0) -> None:
         super().__init__()
-        self.embedding = nn.Embedding(max_len, d_model)
+        self.offset = offset
+        self.embedding = nn.Embedding(offset + max_len, d_model)
 
     def table(self) -> torch.Tensor:
-        return self.embedding.weight
+        return self.embedding.weight[self.offset:]
 
 
 def make_positional(
-    kind: str, max_len: int, d_model: int, layout: str = "interleaved"
+    kind: str, max_len: int, d_model: int, layout: str = "interleaved", offset: int = 0
 ) -> SinusoidalPositional | LearnedPositional:
     if kind == "sinusoidal":
         return SinusoidalPositional(max_len, d_model, layout)
-    return LearnedPositional(max_len, d_model)
+    return LearnedPositional(max_len, d_model, offset)

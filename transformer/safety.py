@@ -28,6 +28,8 @@ MAX_D_FF = 16_384
 MAX_HEADS = 256
 MAX_LAYERS = 64  # per stack
 MAX_LEN = 2048  # positions a config may ask for (Marian: 512)
+MAX_POSITION_OFFSET = 16  # unused rows before a learned position table's first (BART: 2)
+MAX_TYPE_VOCAB = 16  # token-type embeddings (BERT: 2)
 
 # What one captured pass may cost. A pass records every layer's and head's attention weights and scores, and the app
 # keeps a numpy copy of both: 16 bytes per value, layers x heads x length² values per kind of attention. Inputs are

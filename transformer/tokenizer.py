@@ -166,3 +166,62 @@ class VocabTokenizer(Tokenizer):
 
     def __repr__(self) -> str:
         return f"VocabTokenizer({str(self.path)!r}, {str(self.vocab_path)!r}, vocab_size={self.vocab_size})"
+
+
+class JsonTokenizer:
+    """A tokenizer.json of the `tokenizers` library (what `save_pretrained` writes for GPT-2's and BART's byte-level
+    BPE and BERT's WordPiece), with the interface of Tokenizer. `encode` leaves special tokens out, as Tokenizer's
+    does; `encode_with_specials` adds what the model expects around a text ([CLS] ... [SEP], <s> ... </s>, nothing
+    for GPT-2), from the file's own post-processor. Loading a tokenizer.json runs no code: it is data."""
+
+    def __init__(self, path: str | Path, content: bytes) -> None:
+        from tokenizers import Tokenizer as Backend  # the tokenizers package, imported only for these folders
+        from tokenizers import decoders
+
+        self.path = Path(path)
+        try:
+            self._backend = Backend.from_str(content.decode("utf-8"))
+        except Exception as error:  # tokenizers reports a malformed file with its own exception type
+            raise ValueError(f"could not load tokenizer {self.path}: {error}") from None
+        self._byte_level = isinstance(self._backend.decoder, decoders.ByteLevel)
+        self._added = set(self._backend.get_added_tokens_decoder())  # special tokens: shown as they are
+
+    @property
+    def vocab_size(self) -> int:
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def unk_id(self) -> int | None:
+        unknown = getattr(self._backend.model, "unk_token", None)
+        return None if unknown is None else self._backend.token_to_id(unknown)
+
+    def encode(self, text: str) -> list[int]:
+        return self._backend.encode(text, add_special_tokens=False).ids
+
+    def encode_with_specials(self, text: str) -> list[int]:
+        return self._backend.encode(text).ids
+
+    def encode_pieces(self, text: str) -> list[str]:
+        return self._backend.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._backend.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def id_to_piece(self, i: int) -> str:
+        """The token as text: a byte-level BPE token's bytes decoded (GPT-2's "Ġis" is "▁is", a leading space shown
+        as sentencepiece shows it; a part of a character is "�"); other tokens ([CLS], "##ing") as they are. Only
+        for showing: `token_id` takes the tokenizer's own token."""
+        token = self._backend.id_to_token(int(i)) or ""
+        if self._byte_level and int(i) not in self._added:
+            text = self._backend.decoder.decode([token]).replace(" ", "\u2581")
+            return text if text.isprintable() else token  # a newline or tab stays "Ċ", "ĉ": a label on one line
+        return token
+
+    def token_id(self, piece: str) -> int | None:
+        return self._backend.token_to_id(piece)
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.id_to_piece(i) for i in ids]
+
+    def __repr__(self) -> str:
+        return f"JsonTokenizer({str(self.path)!r}, vocab_size={self.vocab_size})"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import presenter, screen, state, turns
+from . import passes, presenter, screen, state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -66,8 +66,13 @@ def draw_page() -> None:
     try:
         page = build_page(headline, space)
         view = BY_KEY[key]
-        if page is not None and (page.analysis is not None or not view.needs_input):
-            view.render(page)
+        if page is not None and view.missing(page):
+            st.info(view.missing(page))
+        elif page is not None and (page.analysis is not None or not view.needs_input):
+            try:
+                view.render(page)
+            except passes.OutOfMemory as error:  # any pass of the view: a message, and the memory is back
+                st.error(str(error))
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
                 if deck is None:

@@ -15,6 +15,8 @@ import functools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -27,7 +29,8 @@ from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoin
                          checkpoint_folders, checkpoint_version, decode_steps, beam_tree, load_checkpoint, model_device,
                          resolve_checkpoint)
 from transformer import attribution, corpus, faithfulness
-from transformer.checkpoint import SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, folder_problem, read_config, read_tokenizer
+from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, OutOfMemory, folder_problem,
+                                    is_out_of_memory, read_config, read_tokenizer)
 from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
 from transformer.decoding import Sampling, output_limit
 from transformer.forced import contrast, force
@@ -45,11 +48,22 @@ TOP_CANDIDATES = 5  # next pieces listed per decoding step
 SHAPED_PIECES = 10  # pieces whose probabilities a sampled step shows before and after temperature and truncation
 
 
-def model_turn():
+@contextmanager
+def model_turn() -> Iterator[None]:
     """Run the model work inside in a turn (ui.turns). Nothing inside may wait for a cached result or another pass
     (load the model before): a thread that held a turn while waiting for a pass that waits for a turn could wait
-    forever."""
-    return turns.MODEL.turn()
+    forever. Running out of memory inside becomes OutOfMemory, a message the frame shows in place of the view,
+    raised once the failed pass's frames (and the tensors they held) are gone."""
+    failed = ""
+    with turns.MODEL.turn():
+        try:
+            yield
+        except (MemoryError, RuntimeError) as error:
+            if not is_out_of_memory(error):
+                raise
+            failed = type(error).__name__
+    if failed:
+        raise OutOfMemory(failed)
 
 
 def cache_expiring(ttl, **options):
@@ -203,7 +217,7 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
                                          weights=read_only(record.stack(kind).cpu().numpy()),
                                          scores=read_only(record.stack(kind, part="scores").cpu().numpy()),
                                          allowed=read_only(record.stack(kind, part="mask")[0, 0].cpu().numpy()))
-                           for kind in ATTENTION_KINDS), label_probs)
+                           for kind in ATTENTION_KINDS if any(record.keys_of(kind))), label_probs)
 
 
 @shared_pass("Running the model…")
@@ -259,7 +273,7 @@ def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float =
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
     sampling = Sampling(temperature, top_k, top_p, seed)
     with model_turn():
-        steps = list(decode_steps(checkpoint.model, source, output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
+        steps = list(decode_steps(checkpoint.model, source, checkpoint.output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
                                   sampling=sampling))
     decoder_input = tuple(steps[-1].prefix)
     pieces = checkpoint.tgt_tokenizer.pieces

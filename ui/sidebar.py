@@ -70,7 +70,9 @@ def choose_checkpoint() -> str | None:
     with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=not st.session_state.lecture):
         st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
-                   f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · {config.num_heads} heads · "
+                   + (f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · " if config.cross_attention
+                      else f"{config.stacks}, {config.num_encoder_layers or config.num_decoder_layers} layers · ")
+                   + f"{config.num_heads} heads · "
                    f"d_model {config.d_model} · max_len {config.max_len} tokens (input: "
                    f"{config.max_len - 1} pieces + </s>)")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
@@ -143,7 +145,10 @@ def show_output(page: Page, headline) -> None:
         headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
         return
     output = st.container()
-    output.caption(f"Output of {plain(page.name)}, {decoding_text(page.beam_size, page.card.decoding)}")
+    how = {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
+           "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
+        page.config.stacks, decoding_text(page.beam_size, page.card.decoding))
+    output.caption(f"Output of {plain(page.name)}, {how}")
     with output:
         model_output(analysis.text)
     # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.
@@ -199,7 +204,7 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
                 theme=figure_theme(space), lecture=st.session_state.lecture, image_format=image_format,
-                target=forced)
+                target=forced, kinds=checkpoint.config.kinds)
     if analysis is not None:
         show_output(page, headline)
         target.show(page)

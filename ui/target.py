@@ -34,6 +34,10 @@ def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passe
                                  disabled=not target.strip(), placeholder="another output to compare")
     if not target.strip():
         return analysis, None
+    if "decoder.cross" not in analysis.kinds:  # a language model's output continues or fills its own input
+        st.sidebar.info("The target is not used: a teacher-forced target replaces a translation, and this model "
+                        "(decoder-only or encoder-only) has no encoder-decoder pair.")
+        return analysis, None
     src_ids = tuple(i for i in analysis.src_ids if i != analysis.pad_id)
     try:
         forced = passes.forced(path, version, src_ids, target, foil.strip() and foil)

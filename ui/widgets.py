@@ -12,7 +12,7 @@ import viz
 
 from .analysis import KIND_LABELS
 from .page import Page
-from .state import draw
+from .state import URL_STATE, draw
 
 PROBABILITY = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
 OUTPUT_HELP = "The model's output as plain text: its pieces joined, nothing read as Markdown or HTML."
@@ -164,8 +164,10 @@ def head_picker(page: Page, *, layer: bool = True, head: bool = True, allow_aver
     row = row or controls("picker")
     # In lecture mode the options name themselves (L0, H2) without a label above them: the row stays one line high.
     compact = {"label_visibility": "collapsed"} if page.lecture else {}
-    kind = draw(row.segmented_control, "Attention", "kind", page.kinds, format_func=KIND_LABELS.get, required=True,
-                persist_state="session", **compact)
+    # A model without cross-attention (decoder-only, encoder-only) falls back to the last kind it has.
+    fallback = URL_STATE["kind"][1] if URL_STATE["kind"][1] in page.kinds else page.kinds[-1]
+    kind = draw(row.segmented_control, "Attention", "kind", page.kinds, fallback, format_func=KIND_LABELS.get,
+                required=True, persist_state="session", **compact)
     if not layer:
         return kind, None, None
     layers = page.layers(kind)

@@ -1,6 +1,7 @@
 """Generation one token at a time: greedy, or sampled (temperature, top-k, top-p, a seed), with the step's
 cross-attention, the causal mask growing and the candidates; or beam search's tree of hypotheses, each openable in
-the cross-attention of the step that made it."""
+the cross-attention of the step that made it. A decoder-only model continues its prompt: each step's next-token
+prediction and the causal mask growing past the prompt (no cross-attention, no beam tree)."""
 from __future__ import annotations
 
 import numpy as np
@@ -94,14 +95,18 @@ def render_tree(page: Page) -> None:
 
 
 def render(page: Page) -> None:
-    mode = draw(st.segmented_control, "Decoding steps", "step_mode", tuple(MODES), required=True,
+    cross = "decoder.cross" in page.kinds  # beam search and each step's source attention need an encoder
+    modes = tuple(mode for mode in MODES if cross or mode != "tree")
+    mode = draw(st.segmented_control, "Decoding steps", "step_mode", modes, required=True,
                 format_func=MODES.get, persist_state="session")
     if mode == "tree":
         render_tree(page)
         return
     sampling = sampling_controls(page) if mode == "sampling" else (0.0, 0, 1.0, 0)
     steps = page.decoding(*sampling)
-    count = len(steps.prefix_tokens)  # one decoder input piece per step
+    count = len(steps.top)  # one step per generated piece
+    # A decoder-only model's prompt fills the positions before its first step's query.
+    offset = len(steps.prefix_tokens) - count
     step = settle("step", range(count))
     row = controls("step")
     if count > 1:  # ← and → step as a lecturer talks (Streamlit's button shortcuts)
@@ -122,10 +127,10 @@ def render(page: Page) -> None:
     if words:  # one query row per head: merged over the source's words only
         merged, _, source = viz.merge_words(rows[:, :, None, :], ["query"], source)  # (layers, heads, 1, words)
         rows = merged[:, :, 0]
-    prefix = list(steps.prefix_tokens[: step + 1])
-    fig = once(viz.decoding_step_figure, rows, source, prefix, step, theme=page.theme)
+    prefix = list(steps.prefix_tokens[: offset + step + 1])
+    fig = once(viz.decoding_step_figure, rows, source, prefix, step, theme=page.theme) if cross else None
     caption = viz.decoding_step_caption(step, prefix)  # grows with every step: wrapped text, never a cut title
-    if not page.lecture:
+    if not page.lecture or not cross:
         st.text(caption)
     shaped = None
     if mode == "sampling":
@@ -134,11 +139,12 @@ def render(page: Page) -> None:
                       title=f"Step {step}: the next piece's probability", width_px=page.theme.width,
                       theme=page.theme)
     side = TABLE_PX[page.lecture] if shaped is None else int(shaped.layout.width)
-    left, right = side_by_side(page, [int(fig.layout.width), side])
-    with left:
-        show_figure(page, fig, "decoding-step")
-        if page.lecture:  # on a projector the figure comes first (its title names the step), the long line under it
-            st.text(caption)
+    left, right = side_by_side(page, [int(fig.layout.width), side]) if cross else (None, st.container())
+    if cross:
+        with left:
+            show_figure(page, fig, "decoding-step")
+            if page.lecture:  # on a projector the figure comes first (its title names the step), the long line under
+                st.text(caption)
     with right:
         if shaped is None:
             st.markdown(f"**Step {step}: the {len(steps.top[step])} most likely next pieces**")
@@ -155,14 +161,17 @@ def render(page: Page) -> None:
     head = draw(row.segmented_control, "Head", "head", page.heads(), required=True, persist_state="session")
     # The whole grid from the first step, so the figure keeps its size while the causal triangle grows row by row;
     # rows not generated yet stay blank and their pieces unknown.
-    later = np.arange(count) > step
+    positions = len(steps.prefix_tokens)
+    later = np.arange(positions) > offset + step
     weights = np.where(later[:, None], np.nan, steps.decoder_self[layer, head])
-    labels = list(steps.prefix_tokens[: step + 1]) + ["…"] * (count - step - 1)
-    causal = viz.mask_reasons(count, count, causal=True)[viz.CAUSAL] & ~later[:, None]
+    labels = prefix + ["…"] * (positions - len(prefix))
+    causal = viz.mask_reasons(positions, positions, causal=True)[viz.CAUSAL] & ~later[:, None]
     growing = once(viz.head_heatmap, weights, labels, labels, blocked={viz.CAUSAL: causal},
                    title=f"decoder self-attention up to step {step} · layer {layer} · head {head}",
                    theme=page.theme)
     show_figure(page, growing, "decoding-causal")
 
 
-VIEW = View("decoding", "Decoding", render)
+VIEW = View("decoding", "Decoding", render, needs=("decoder.self",),
+            needs_why="generates an output one piece at a time with a decoder (an encoder-only model's prediction "
+                      "of its masked tokens is the output above)")

@@ -34,6 +34,28 @@ def render(page: Page) -> None:
         y = columns[1].selectbox("y", numeric, key="stat_y", persist_state="session")
     show_figure(page, once(viz.statistics_scatter, statistics, x, y, theme=page.theme), "head-statistics")
     st.caption(viz.SCATTER_CAPTION)
+    if len(page.kinds) == 1:  # decoder-only or encoder-only
+        one_stack_rollout(page)
+    else:
+        rollouts(page)
+    across_corpus(page)
+
+
+def one_stack_rollout(page: Page) -> None:
+    """A decoder-only or encoder-only model: the rollout of its one self-attention stack."""
+    (kind,) = page.kinds
+    side, name = ("src", "Encoder") if kind == "encoder.self" else ("tgt", "Decoder")
+    tokens = page.analysis.pieces(side)
+    rollout = once(viz.encoder_rollout, page.analysis.stack(kind))
+    show_figure(page, once(viz.rollout_figure, rollout, tokens, tokens, title=f"{name} rollout", theme=page.theme),
+                "rollout-encoder" if side == "src" else "rollout-decoder")
+    st.caption(f"Row i: how much of each input token reaches the {name.lower()}'s output at position i, through "
+               "every layer (heads averaged, residual counted as half).")
+
+
+def rollouts(page: Page) -> None:
+    """An encoder-decoder model: the encoder's rollout, and the decoder's onto the source."""
+    analysis = page.analysis
     encoder = once(viz.encoder_rollout, analysis.stack("encoder.self"))
     source = once(viz.decoder_source_rollout, analysis.stack("decoder.self"), analysis.stack("decoder.cross"), encoder)
     src, tgt = analysis.pieces("src"), analysis.pieces("tgt")
@@ -48,7 +70,6 @@ def render(page: Page) -> None:
         show_figure(page, decoder_fig, "rollout-decoder")
         st.caption("Row t: the share of each source token in the decoder's state at position t; the rest of each "
                    "row belongs to the decoder's own input.")
-    across_corpus(page)
 
 
 def across_corpus(page: Page) -> None:

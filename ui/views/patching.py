@@ -54,4 +54,5 @@ def render(page: Page) -> None:
                "The last row is the model's own prediction.")
 
 
-VIEW = View("patching", "Patching", render)
+VIEW = View("patching", "Patching", render, needs=("decoder.cross",),
+            needs_why="patches an edited source into a translation, through the decoder's cross-attention")

@@ -17,7 +17,8 @@ PE_PLOTS = {"heatmap": "positions × dimensions", "curves": "curves by dimension
 def render(page: Page) -> None:
     config = page.config
     row = controls("positional")
-    side = draw(row.segmented_control, "Side", "pe_side", PE_SIDES, required=True, format_func=PE_SIDES.get,
+    sides = [side for side, kind in (("src", "encoder.self"), ("tgt", "decoder.self")) if kind in page.kinds]
+    side = draw(row.segmented_control, "Side", "pe_side", sides, sides[0], required=True, format_func=PE_SIDES.get,
                 persist_state="session")
     plot = draw(row.segmented_control, "Plot", "pe_plot", PE_PLOTS, required=True, format_func=PE_PLOTS.get,
                 persist_state="session")

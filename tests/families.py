@@ -1,0 +1,95 @@
+"""Random small GPT-2, BERT and BART models of transformers, with tokenizers trained here by the `tokenizers` library,
+written as `save_pretrained` writes them: what the converters' and the app's tests read. Nothing is downloaded."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import tokenizers
+import torch
+import transformers
+
+CORPUS = ["Paris is the capital of France.", "The children are playing in the garden.", "She is reading a book.",
+          "Where is the station?", "We will go to the beach tomorrow.", "He bought a red car.",
+          "Berlin is the capital of Germany.", "It is raining today.", "Tom is taller than Mary.",
+          "The cat sat on the mat.", "I don't like cats at all.", "Rome is the capital of Italy."] * 3
+TEXTS = ["Paris is the capital of France.", "The cat is reading in the garden!", "Zebras? Quixotic jazz ~ 42 %",
+         "ünïcödé naïve café"]
+WEIGHT_STD = 0.3  # random weights this large give sharp, distinct attention patterns (the init's are near-uniform)
+NEW_TOKENS = 12
+
+
+def byte_level_bpe(specials: list[str]) -> tokenizers.Tokenizer:
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.BPE())
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = tokenizers.decoders.ByteLevel()
+    trainer = tokenizers.trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                             initial_alphabet=tokenizers.pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    return tokenizer
+
+
+def wordpiece() -> tokenizers.Tokenizer:
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = tokenizers.decoders.WordPiece()
+    trainer = tokenizers.trainers.WordPieceTrainer(vocab_size=200,
+                                                   special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tokenizer.train_from_iterator(CORPUS, trainer)
+    tokenizer.post_processor = tokenizers.processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+        special_tokens=[("[CLS]", tokenizer.token_to_id("[CLS]")), ("[SEP]", tokenizer.token_to_id("[SEP]"))])
+    return tokenizer
+
+
+def make_gpt2(folder: Path):
+    backend = byte_level_bpe(["<|endoftext|>"])
+    end = backend.token_to_id("<|endoftext|>")
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>",
+                                                     bos_token="<|endoftext|>")
+    config = transformers.GPT2Config(vocab_size=backend.get_vocab_size(), n_positions=64, n_embd=32, n_layer=3,
+                                     n_head=4, bos_token_id=end, eos_token_id=end)
+    return transformers.GPT2LMHeadModel(config), tokenizer
+
+
+def make_bert(folder: Path):
+    backend = wordpiece()
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+        mask_token="[MASK]")
+    config = transformers.BertConfig(vocab_size=backend.get_vocab_size(), hidden_size=32, num_hidden_layers=3,
+                                     num_attention_heads=4, intermediate_size=48, max_position_embeddings=64,
+                                     pad_token_id=0)
+    return transformers.BertForMaskedLM(config), tokenizer
+
+
+def make_bart(folder: Path):
+    backend = byte_level_bpe(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])  # BART's ids: 0, 1, 2, 3, then the rest
+    backend.post_processor = tokenizers.processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", pad_token="<pad>", eos_token="</s>", unk_token="<unk>",
+        mask_token="<mask>")
+    config = transformers.BartConfig(
+        vocab_size=backend.get_vocab_size(), d_model=32, encoder_layers=2, decoder_layers=3,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48, decoder_ffn_dim=48,
+        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2, decoder_start_token_id=2,
+        forced_bos_token_id=None, forced_eos_token_id=None)
+    return transformers.BartForConditionalGeneration(config), tokenizer
+
+
+MAKERS = {"gpt2": make_gpt2, "bert": make_bert, "bart": make_bart}
+
+
+def save_family(family: str, folder: Path, seed: int = 0):
+    """Write a random `family` model and its tokenizer into `folder`; returns (model, tokenizer)."""
+    torch.manual_seed(seed)
+    model, tokenizer = MAKERS[family](folder)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name.lower() or "ln_" in name:
+                parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.1)
+            else:
+                parameter.normal_(0.0, WEIGHT_STD)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model, tokenizer

@@ -1,0 +1,79 @@
+"""The app on converted models of the other shapes: every view of the registry opens a GPT-2 (decoder-only), BERT
+(encoder-only) and BART (encoder-decoder) checkpoint without an error, and offers only the attention kinds the model
+has. The models are random and small (tests/families.py), converted by the real command."""
+from __future__ import annotations
+
+import pytest
+
+from helpers import outputs
+from transformer import load_checkpoint
+from transformer.convert import main
+from ui.views import VIEWS
+
+pytest.importorskip("transformers", reason="the converted folders are written with transformers (requirements-dev)")
+from families import save_family  # noqa: E402  (after the skip)
+
+pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
+KINDS = {"gpt2": ["decoder.self"], "bert": ["encoder.self"], "bart": ["encoder.self", "decoder.self", "decoder.cross"]}
+TEXTS = {"gpt2": "Paris is the capital", "bert": "Paris is the [MASK] of France.", "bart": "Paris is the capital"}
+
+
+@pytest.fixture(scope="module")
+def app_checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("shapes")
+    for family in KINDS:
+        save_family(family, root / "hf" / family)
+        main([family, str(root / "hf" / family), str(root / "checkpoints" / family)])
+    return root / "checkpoints"
+
+
+LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
+
+
+def offered_kinds(at) -> list[str]:
+    """The options of every "Attention" picker on the page (the kind picker's labels)."""
+    return [option for control in at.get("segmented_control") if control.label == "Attention"
+            for option in control.options]
+
+
+@pytest.mark.parametrize("family", sorted(KINDS))
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
+def test_every_view_opens_every_shape(app, family, view):
+    at = app(checkpoint=family, view=view, text=TEXTS[family])
+    assert not at.exception, [error.value for error in at.exception]
+    assert at.query_params["checkpoint"] == family
+    expected = [LABELS[kind] for kind in KINDS[family]]
+    offered = offered_kinds(at)
+    assert set(offered) <= set(expected), offered
+    if view == "attention":
+        assert offered == expected
+
+
+def test_views_without_their_part_say_so(app):
+    at = app(checkpoint="gpt2", view="attribution", text=TEXTS["gpt2"])
+    assert "decoder-only model has no decoder.cross attention" in at.info[0].value
+    at = app(checkpoint="bert", view="decoding", text=TEXTS["bert"])
+    assert "encoder-only model has no decoder.self attention" in at.info[0].value
+
+
+def test_decoder_only_decoding_steps_continue_the_prompt(app):
+    at = app(checkpoint="gpt2", view="decoding", text=TEXTS["gpt2"])
+    assert at.get("segmented_control")[1].options == ["Greedy", "Sampling"]  # no beam tree without an encoder
+    steps = at.slider(key="step")
+    assert steps.max == 19  # CONTINUATION_TOKENS pieces, each one step
+    assert any(text.value.startswith("Step 0") and "Paris" in text.value for text in at.text)  # the prompt first
+
+
+def test_encoder_only_output_fills_the_mask(app, app_checkpoints):
+    at = app(checkpoint="bert", view="attention", text=TEXTS["bert"])
+    filled = load_checkpoint(app_checkpoints / "bert").translate(TEXTS["bert"]).text
+    assert "[MASK]" not in filled and filled.startswith("paris is the ") and filled.endswith(" of france.")
+    assert outputs(at) == [filled]
+    assert "masked-token prediction" in at.caption[0].value
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_a_target_is_not_used_without_an_encoder_decoder_pair(app, family):
+    at = app(checkpoint=family, view="attention", text=TEXTS[family], target="Paris is")
+    assert not at.exception, [error.value for error in at.exception]
+    assert any("The target is not used" in info.value for info in at.sidebar.info)
