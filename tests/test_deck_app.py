@@ -51,6 +51,7 @@ def test_the_shipped_deck_opens_every_slide_in_lecture_mode(app):
         assert slide_title(at) == f"{number} / {len(deck.slides)} · {slide.title}"
         assert slide.line in [text.value for text in at.text]
         assert not link_notices(at), (number, link_notices(at))  # every value of the slide fits its checkpoint
+        assert at.get("plotly_chart") and not at.error, (number, [error.value for error in at.error])
         link, _ = parse_query(address_bar(at))
         assert link["deck"] == SHIPPED and link.get("slide", 1) == number
         assert {name: at.session_state[name] for name in slide.state} == slide.state
