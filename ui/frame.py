@@ -56,11 +56,11 @@ def draw_page() -> None:
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
     headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
+    if deck is not None:  # its buttons and title in the top row, its line under it
+        presenter.draw_slide(deck, top)
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
-    if deck is not None:
-        presenter.draw_slide(deck)
     notices = st.container()
     space = screen.figure_space(lecture)
     try:

@@ -14,10 +14,13 @@ from .deck import (MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml
 from .state import notice, parse_query, settle, shown, url_params
 from .views import BY_KEY
 
-# The slide's title on one line beside its buttons, its line large under them; the ↑ / ↓ buttons are keys only.
+# The slide's buttons and title at 80 % in the top row, as the view list (their keys in their tooltips, so that the
+# input keeps its room), its line large under the top row; the ↑ / ↓ buttons are keys only.
 SLIDE_CSS = """<style>
+.st-key-slide-bar { zoom: 0.8; }
+.st-key-slide-bar kbd { display: none; }
 .st-key-slide-title [data-testid="stText"] { font-weight: 700; }
-.st-key-slide-line [data-testid="stText"] { font-size: 1.5rem; font-weight: 600; line-height: 1.25; }
+.st-key-slide-line [data-testid="stText"] { font-size: 1.25rem; font-weight: 600; line-height: 1.25; }
 .st-key-slide-up, .st-key-slide-down { display: none; }
 </style>"""
 COLLECTED_TITLE = "My lecture"  # the downloaded deck's title, for the lecturer to change
@@ -77,12 +80,13 @@ def show_slide(deck: Deck, name: str, number: int) -> None:
     st.session_state.url_pending |= set(deck.slides[number - 1].state)  # a value the checkpoint lacks gets a notice
 
 
-def draw_slide(deck: Deck) -> None:
-    """The slide's buttons, number and title on one row, its line large under them, its note in the sidebar."""
+def draw_slide(deck: Deck, top) -> None:
+    """The slide's buttons, number and title in the page's top row (`top`), its line large under it, its note in the
+    sidebar: on a projector the figure still starts high."""
     name, number, count = st.session_state.deck, st.session_state.slide, len(deck.slides)
     slide = deck.slides[number - 1]
     st.html(SLIDE_CSS)
-    row = st.container(horizontal=True, vertical_alignment="center", gap="small", key="slide-bar")
+    row = top.container(horizontal=True, vertical_alignment="center", gap="small", key="slide-bar", width="content")
     for key, label, shortcut, target in (("slide-back", "◀", "PageUp", number - 1),
                                          ("slide-next", "▶", "PageDown", number + 1),
                                          ("slide-up", "↑", "Up", number - 1), ("slide-down", "↓", "Down", number + 1)):
