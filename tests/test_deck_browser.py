@@ -23,7 +23,7 @@ def slide_of(url: str) -> int:
     return int(urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("slide", ["1"])[0])
 
 
-def test_the_shipped_deck_in_lecture_mode_with_a_clicker(shipped_server, browser):
+def test_the_shipped_deck_in_lecture_mode_with_a_clicker(shipped_server, browser):  # noqa: F811 - the fixtures
     deck = read_deck(SHIPPED)
     page = browser.new_page(viewport=PROJECTOR)
     page.set_default_timeout(RUN_S * 1000)
