@@ -90,6 +90,10 @@ def test_the_normal_page_presents_a_deck_and_offers_this_view_as_a_deck_file(app
     at = ok(at.button(key="deck-add").click().run())
     download = at.get("download_button")
     assert download and "1 slides" in download[0].proto.label
+    slide = at.session_state["collected_slides"][0]  # the file offered: deck_toml of these (round trip: test_deck)
+    assert slide.title == "Masks · reverse"
+    assert {name: slide.state[name] for name in ("checkpoint", "view", "pad_src")} == {
+        "checkpoint": "reverse", "view": "masks", "pad_src": 2}
     at = ok(at.button(key="deck-present").click().run())
     assert at.session_state["lecture"] and at.session_state["deck"] == SHIPPED
     assert slide_title(at).startswith("1 / ")
