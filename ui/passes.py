@@ -37,6 +37,7 @@ from transformer.forced import contrast, force
 from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
+from transformer.safety import read_bytes
 
 from . import turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
@@ -139,6 +140,12 @@ def checkpoint_path(name: str) -> str:
 def version_of(name: str) -> int:
     """Changes whenever a file of the folder does, so a checkpoint that finishes training is loaded again."""
     return scanned(name)[1]
+
+
+def read_under_policy(path: Path, folder: Path, max_bytes: int) -> bytes:
+    """A file that is no checkpoint's (a deck) read under the checkpoints' loading policy; CheckpointError says
+    why not."""
+    return read_bytes(path, folder, max_bytes)
 
 
 def unexpected(path: str, error: Exception) -> str:
