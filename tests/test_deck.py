@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ui.deck import (MAX_DECK_BYTES, MAX_SLIDES, Deck, DeckError, Slide, deck_names, deck_toml, parse_deck,
-                     slide_state)
+from ui.deck import MAX_DECK_BYTES, MAX_SLIDES, Deck, DeckError, Slide, deck_names, deck_toml, parse_deck, slide_state
 from ui.presenter import read_deck
 from ui.state import URL_STATE, parse_query, url_params
 from ui.views import BY_KEY

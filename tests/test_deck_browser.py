@@ -8,10 +8,9 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
+from test_browser import FIGURE_FIRST, FIT_JS, browser, fit_problems, screenshot, screenshots, shipped_server  # noqa: F401 - the fixtures: a server on the shipped checkpoints
 
 from benchmarks.chromium import RUN_S, wait_for_rerun
-from test_browser import FIGURE_FIRST, FIT_JS, fit_problems, screenshot, screenshots
-from test_browser import browser, shipped_server  # noqa: F401 - the fixtures: a server on the shipped checkpoints
 from ui.presenter import read_deck
 
 pytestmark = pytest.mark.slow

@@ -4,13 +4,12 @@ address bar keeps the slide, so a student who opens the link lands where the lec
 sidebar presents a deck and collects views into a deck file to download (nothing is written on the server)."""
 from __future__ import annotations
 
-import streamlit as st
-
 from pathlib import Path
 
+import streamlit as st
+
 from . import passes
-from .deck import (MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck,
-                   slide_state)
+from .deck import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
 from .state import notice, parse_query, settle, shown, url_params
 from .views import BY_KEY
 
