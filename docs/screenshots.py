@@ -1,4 +1,5 @@
-"""Take the screenshots of the README and docs/methods.md again from the shipped checkpoints: `python docs/screenshots.py`.
+"""Take the screenshots of the README and docs/methods.md again from the shipped checkpoints:
+`python docs/screenshots.py`.
 
 Each is a link to the app (checkpoint, view and input in its query), opened in headless Chromium at the viewport the
 README's image has, against `streamlit run` on 127.0.0.1; look at them before committing."""
