@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{time.perf_counter() - start:5.0f} s] {name}", file=sys.stderr, flush=True)
             try:
                 rows += FIGURES[name](setup)
-            except Exception as error:  # noqa: BLE001 - one broken figure must not hide the others
+            except Exception as error:  # one broken figure must not hide the others
                 traceback.print_exc()
                 first_line = (str(error).splitlines() or [""])[0]
                 rows.append({"figure": name, "case": f"failed: {type(error).__name__}: {first_line}", "value": None,

@@ -25,10 +25,10 @@ def measure(setup: Setup) -> list[dict]:
         for batch in batches:
             src, tgt = random_ids(model.config, batch, tokens)
 
-            def plain():
+            def plain(src=src, tgt=tgt):
                 return model(src, tgt)
 
-            def captured(names=None):
+            def captured(names=None, src=src, tgt=tgt):
                 with capture(model, names):
                     return model(src, tgt)
 

@@ -4,6 +4,7 @@ and on the 256-token output of the random 6 x 8 model (which repeats itself, as 
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 
@@ -37,7 +38,8 @@ def cache_rows(setup: Setup, checkpoint: Checkpoint) -> list[dict]:
     rows = []
     for name, search in searches.items():
         assert torch.equal(search(True), search(False))  # the cache changes no token
-        seconds = side_by_side({"cached": lambda: search(True), "uncached": lambda: search(False)},
+        seconds = side_by_side({"cached": functools.partial(search, True),
+                                "uncached": functools.partial(search, False)},
                                repeats=setup.repeats)
         rows.append(result(FIGURE, f"{name}, tokens/s with cache ÷ without, {OUTPUT_TOKENS} output tokens",
                            seconds["uncached"] / seconds["cached"], "×", at_least=AT_LEAST,
@@ -59,7 +61,7 @@ def guess_rows(setup: Setup, examples: Checkpoint) -> list[dict]:
         sources = [torch.tensor([source_ids(checkpoint.src_tokenizer, text, checkpoint.config.max_len)[0]])
                    for text in texts]
 
-        def decode(guess: bool) -> list[torch.Tensor]:
+        def decode(guess: bool, checkpoint=checkpoint, sources=sources) -> list[torch.Tensor]:
             return [greedy(checkpoint.model, src, output_limit(src.size(1)), guess=guess) for src in sources]
 
         assert all(map(torch.equal, decode(True), decode(False)))  # the guesses change no token

@@ -160,7 +160,7 @@ class AppSession:
         await self.websocket.send(request.SerializeToString())
         try:
             return await asyncio.wait_for(self._read_run(), self.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError(f"the run did not finish within {self.timeout_s:g} s") from None
 
     async def _read_run(self) -> Page:
@@ -377,7 +377,7 @@ class MemorySampler:
             self.now()
             try:
                 await asyncio.wait_for(self.stopped.wait(), RSS_EVERY_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def stop(self) -> None:

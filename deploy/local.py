@@ -63,7 +63,7 @@ def nginx_config(app_ports: list[int], listen: str, prefix: Path, static_root: P
               "LISTEN": listen, "PREFIX": str(prefix), "MIME_TYPES": str(MIME_TYPES), "STATIC_ROOT": str(static_root)}
     text = TEMPLATE.read_text()
     for name, value in fields.items():
-        text = text.replace("{{%s}}" % name, value)
+        text = text.replace("{{" + name + "}}", value)
     return text
 
 

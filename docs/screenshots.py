@@ -1,4 +1,5 @@
-"""Take the README's three screenshots again from the shipped checkpoints: `python docs/screenshots.py`.
+"""Take the screenshots of the README and docs/methods.md again from the shipped checkpoints:
+`python docs/screenshots.py`.
 
 Each is a link to the app (checkpoint, view and input in its query), opened in headless Chromium at the viewport the
 README's image has, against `streamlit run` on 127.0.0.1; look at them before committing."""
@@ -24,6 +25,9 @@ SHOTS = {  # file name: (viewport, link)
                                                  "text": "She is reading a good book."}),
     "screenshot-decoding.png": ((1400, 1000), {"view": "decoding", "step": 2,
                                                "text": "The children are playing in the garden."}),
+    "screenshot-inside.png": ((1280, 720), {"view": "inside", "kind": "decoder.cross", "layer": 1, "head": 1,
+                                            "query": 2, "inside_step": 2, "lecture": 1, "text": (
+        "When the teacher opened the wooden door, the students quietly walked into the bright classroom.")}),
 }
 
 

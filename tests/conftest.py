@@ -12,8 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import (APP, LOADABLE, ROOT, TINY_LENGTHS, TINY_STEPS, TINY_TRAINING, TINY_VARIANTS, checkpoints_folder,
-                     small_model)
+from helpers import (
+    APP,
+    LOADABLE,
+    ROOT,
+    TINY_LENGTHS,
+    TINY_STEPS,
+    TINY_TRAINING,
+    TINY_VARIANTS,
+    checkpoints_folder,
+    small_model,
+)
 from transformer import Transformer
 from transformer.tasks import REVERSE_ALPHABET
 

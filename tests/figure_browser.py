@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.chromium import CHROMIUM_ARGS, CHROMIUM  # noqa: F401 - the one launch recipe of the project
+from benchmarks.chromium import CHROMIUM, CHROMIUM_ARGS  # noqa: F401 - the one launch recipe of the project
 
 # Returns {"ticks": {axis id: {"count", "font", "problems"}}, "columns": {trace name: {"count", "problems", "l", "r"}},
 # "problems": [...], "width", "height"}; columns: the texts scatter traces draw beside their markers (head view).

@@ -82,7 +82,7 @@ def run_together(worker: Callable[[int], object], count: int, timeout_s: float =
         try:
             barrier.wait()
             worker(i)
-        except BaseException as error:  # noqa: BLE001 - reported below
+        except BaseException as error:  # reported below
             errors.append(error)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]

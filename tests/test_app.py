@@ -685,7 +685,7 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
             "patch_position": "1", "corpus_stat": "eos_share", "query": "1", "inside_step": "2", "neuron": "3",
-            "target": "7knil", "foil": "7knjl"}
+            "target": "7knil", "foil": "7knjl", "deck": "attention-step-by-step", "slide": "2"}
 
 
 @pytest.mark.parametrize("view", [view.key for view in VIEWS])

@@ -10,11 +10,11 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from test_hostile import CASES
 
 from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
 from deploy.server import ServerError, streamlit_server
 from helpers import APP, outputs
-from test_hostile import CASES
 from transformer.checkpoint import CARD_FILE
 from ui.plain import plain
 

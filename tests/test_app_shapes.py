@@ -11,7 +11,7 @@ from transformer.convert import main
 from ui.views import VIEWS
 
 pytest.importorskip("transformers", reason="the converted folders are written with transformers (requirements-dev)")
-from families import save_family  # noqa: E402  (after the skip)
+from families import save_family  # after the skip
 
 pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
 KINDS = {"gpt2": ["decoder.self"], "bert": ["encoder.self"], "bart": ["encoder.self", "decoder.self", "decoder.cross"]}

@@ -10,10 +10,24 @@ from captum.attr import IntegratedGradients
 from helpers import random_batch, small_model
 from transformer import capture, patch
 from transformer.attention import MultiHeadAttention
-from transformer.attribution import (METHODS, ROWS_PER_PASS, Method, _log_prob_rows, alti_stages, attribute,
-                                     block_terms, flow, head_value_vectors, input_x_gradient, integrated_gradients,
-                                     mixing_stages, rollout, token_contributions, token_embeddings,
-                                     weighted_value_norms)
+from transformer.attribution import (
+    METHODS,
+    ROWS_PER_PASS,
+    Method,
+    _log_prob_rows,
+    alti_stages,
+    attribute,
+    block_terms,
+    flow,
+    head_value_vectors,
+    input_x_gradient,
+    integrated_gradients,
+    mixing_stages,
+    rollout,
+    token_contributions,
+    token_embeddings,
+    weighted_value_norms,
+)
 from viz.rollout import decoder_source_rollout, encoder_rollout
 
 
@@ -91,7 +105,7 @@ def test_integrated_gradients_match_captum():
     ours = integrated_gradients(model, src, tgt, targets, steps=16)
     embeddings = token_embeddings(model, src)
     for t in range(rows):
-        captum = IntegratedGradients(lambda e: _log_prob_rows(model, src, tgt, targets, e)[:, t])
+        captum = IntegratedGradients(lambda e, t=t: _log_prob_rows(model, src, tgt, targets, e)[:, t])
         theirs = captum.attribute(embeddings, baselines=0.0, n_steps=16, method="gausslegendre").sum(dim=-1)[0]
         assert np.allclose(ours[t], theirs.detach().numpy(), atol=1e-5)
     # Some rows only (the Attribution view's chosen piece): one block from row 1 to the last, rows picked out of it.

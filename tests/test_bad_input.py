@@ -15,9 +15,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import ui
-
-from helpers import TINY_TRAINING
-from helpers import LOADABLE, outputs
+from helpers import LOADABLE, TINY_TRAINING, outputs
 from transformer import capture, load_checkpoint
 from transformer.tokenizer import EOS_ID
 from ui.state import MAX_INPUT_CHARS

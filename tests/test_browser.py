@@ -17,10 +17,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from figure_browser import MEASURE_JS
 
 from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
 from deploy.server import ROOT, ServerError, streamlit_server
-from figure_browser import MEASURE_JS
 from helpers import checkpoints_folder
 from ui.analysis import KIND_LABELS
 from ui.views import VIEWS
@@ -340,7 +340,7 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
                 screenshot(page, folder, name)
                 for kind in then_kinds:
                     page.get_by_role("radio", name=KIND_LABELS[kind], exact=True).click()
-                    page.wait_for_url(lambda url: f"kind={kind}" in url)
+                    page.wait_for_url(lambda url, kind=kind: f"kind={kind}" in url)
                     wait_for_rerun(page, settle_s=0.2, start_s=0)
                     index, axes = figures[0]
                     measured(f"{name}-{kind}", index, SIDES[kind] if axes == "xy" else axes, kind, counts)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from test_hostile import GROWTH_BYTES, _memory_status, bounded_run
+
 from transformer import Transformer, checkpoint_status, load_checkpoint
 from transformer import checkpoint as checkpoint_module
-from transformer.checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, attention_values, pass_length,
-                                    read_config)
+from transformer.checkpoint import CONFIG_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, attention_values, pass_length, read_config
 from transformer.safety import BYTES_PER_ATTENTION_VALUE, PASS_BUDGET_BYTES
 
 pytestmark = pytest.mark.slow  # forked children

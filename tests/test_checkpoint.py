@@ -1,7 +1,7 @@
 """Checkpoint folders: round trip, translate, and every broken or hostile file refused with a clear error."""
 import json
-import pickle
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -12,8 +12,14 @@ import torch
 
 import transformer.data
 from transformer import CheckpointError, capture, checkpoint_folders, load_checkpoint, resolve_checkpoint
-from transformer.checkpoint import (CARD_FILE, CONFIG_FILE, SOURCE_WORDS_FILE, SRC_TOKENIZER_FILE, WEIGHTS_FILE,
-                                   write_source_words)
+from transformer.checkpoint import (
+    CARD_FILE,
+    CONFIG_FILE,
+    SOURCE_WORDS_FILE,
+    SRC_TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    write_source_words,
+)
 from transformer.data import words
 from transformer.tokenizer import BOS_ID, EOS_ID
 

@@ -12,9 +12,9 @@ import pytest
 import sentencepiece as spm
 import torch
 
+from helpers import outputs
 from transformer import CheckpointError, beam_search, capture, greedy, load_checkpoint
 from transformer.convert import convert_marian, main
-from helpers import outputs
 from transformer.masks import decoder_lengths
 from transformer.positional import sinusoidal_table
 

@@ -3,7 +3,6 @@ generation (GPT-2, BART) or masked-token predictions (BERT). The models are rand
 transformers configs, with tokenizers trained here with the `tokenizers` library; nothing is downloaded."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -15,6 +14,7 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors", reason="the equivalence tests need safetensors (requirements-dev)")
 
 from families import MAKERS, NEW_TOKENS, TEXTS, make_gpt2, save_family  # noqa: E402  (after the skips)
+
 
 @pytest.fixture(scope="module", params=sorted(MAKERS))
 def converted(request, tmp_path_factory):

@@ -14,8 +14,7 @@ import pytest
 import torch
 
 from transformer import capture, load_checkpoint
-from transformer.corpus import (STATISTICS, attention_statistics, corpus_pairs, main, rank_heads, run,
-                                top_sentences)
+from transformer.corpus import STATISTICS, attention_statistics, corpus_pairs, main, rank_heads, run, top_sentences
 from viz.stats import head_statistics
 
 ROOT = Path(__file__).parents[1]

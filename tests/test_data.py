@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.data import collate, normalize, read_parallel, split_dev, token_batches
-
 from helpers import SHARED
+from transformer.data import collate, normalize, read_parallel, split_dev, token_batches
 
 TATOEBA = SHARED / "data" / "tatoeba-eng-fra" / "eng-fra.tsv"  # beside the repository, as CI and developers have it
 

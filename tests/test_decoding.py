@@ -4,16 +4,22 @@ every length."""
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
-
-import numpy as np
 from scipy.stats import chisquare
 
 from helpers import BOS, EOS, PAD, ROOT, TINY_LENGTHS, count_calls, random_batch, small_model
 from transformer import capture, load_checkpoint
-from transformer.decoding import (PromptLookup, Sampling, beam_search, beam_tree, decode_steps, greedy,
-                                 shape_distribution)
+from transformer.decoding import (
+    PromptLookup,
+    Sampling,
+    beam_search,
+    beam_tree,
+    decode_steps,
+    greedy,
+    shape_distribution,
+)
 from transformer.tasks import REVERSE_ALPHABET
 
 

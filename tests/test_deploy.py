@@ -32,7 +32,7 @@ class StandIn(BaseHTTPRequestHandler):
     """Answers with its port and the headers it got; `/hold` stays open until RELEASE is set, as a tab's websocket
     does (the server counts those open in `holding`)."""
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):  # http.server's name
         if self.path == "/hold":
             with HOLD_LOCK:
                 self.server.holding += 1

@@ -20,10 +20,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer import (TransformerConfig, ablate, capture, checkpoint_status, checkpoint_version,
-                         load_checkpoint)
-from transformer.checkpoint import (CARD_FILE, CONFIG_FILE, SNAPSHOT_DIR, SOURCE_WORDS_FILE, SRC_TOKENIZER_FILE,
-                                   WEIGHTS_FILE)
+from transformer import TransformerConfig, ablate, capture, checkpoint_status, checkpoint_version, load_checkpoint
+from transformer.checkpoint import (
+    CARD_FILE,
+    CONFIG_FILE,
+    SNAPSHOT_DIR,
+    SOURCE_WORDS_FILE,
+    SRC_TOKENIZER_FILE,
+    WEIGHTS_FILE,
+)
 from transformer.data import MAX_CHARS_PER_TOKEN, bounded
 from transformer.decoding import MAX_BEAM_SIZE, beam_search
 
@@ -60,7 +65,7 @@ def _child(call: Callable[[], object], send) -> None:
     value = None
     try:
         value = call()
-    except BaseException as exception:  # noqa: BLE001 - reported to the parent, which asserts on it
+    except BaseException as exception:  # reported to the parent, which asserts on it
         error, message = type(exception).__name__, str(exception)
     seconds = time.process_time() - start
     send.send(Outcome(error, message, value, seconds, _memory_status("VmHWM") - before))

@@ -5,10 +5,22 @@ $ATLAS_SCREENSHOTS when it is set."""
 from __future__ import annotations
 
 import pytest
+from test_browser import (  # noqa: F401
+    LECTURE_TOP_PX,
+    MEDIUM,
+    MODES,
+    RUN_S,
+    browser,
+    figure_measures,
+    label_problems,
+    open_link,
+    screenshot,
+    screenshots,
+    shipped_checkpoints,
+    shipped_server,
+)
 
 from helpers import ROOT
-from test_browser import (LECTURE_TOP_PX, MEDIUM, MODES, RUN_S, browser, figure_measures, label_problems,  # noqa: F401
-                          open_link, screenshot, screenshots, shipped_checkpoints, shipped_server)
 
 pytestmark = pytest.mark.slow
 

@@ -10,20 +10,34 @@ import dataclasses
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
+from urllib.parse import quote, urlencode
 
 import pytest
-
-from urllib.parse import quote, urlencode
 from websockets.asyncio.client import connect
 
-from benchmarks.load import (INPUT_KINDS, MIN_INPUT_CHARS, VIEWS, AppSession, ChurnClient, Client, Inputs, Interaction,
-                             LectureClient, Page, SessionLog, Tally, none_inside_another, run_load, typed_inputs,
-                             verify)
 import benchmarks.load as load_module
 from benchmarks.chromium import CHROMIUM
+from benchmarks.load import (
+    INPUT_KINDS,
+    MIN_INPUT_CHARS,
+    VIEWS,
+    AppSession,
+    ChurnClient,
+    Client,
+    Inputs,
+    Interaction,
+    LectureClient,
+    Page,
+    SessionLog,
+    Tally,
+    none_inside_another,
+    run_load,
+    typed_inputs,
+    verify,
+)
 from deploy.server import streamlit_server
-from transformer import load_checkpoint
 from helpers import LOADABLE, checkpoints_folder
+from transformer import load_checkpoint
 from ui.shared import CLOSED_FIGURE_BYTES
 from ui.views import BY_KEY
 from ui.widgets import OUTPUT_HELP

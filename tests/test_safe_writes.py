@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_hostile import _memory_status
 
 from helpers import TINY_TRAINING
-from test_hostile import _memory_status
-from transformer import checkpoint_folders, load_checkpoint
 from transformer import checkpoint as checkpoint_module
-from transformer import convert, train
+from transformer import checkpoint_folders, convert, load_checkpoint, train
 from transformer.checkpoint import CheckpointError, staging_folder, writer_lock
 
 pytestmark = pytest.mark.slow  # trainings and conversions in forked children

@@ -14,7 +14,14 @@ from transformer.checkpoint import CARD_FILE, CONFIG_FILE
 from transformer.data import read_parallel, split_dev, words
 from transformer.decoding import beam_search
 from transformer.evaluate import (
-    FLOORS, METRICS, evaluate, evaluation_cases, fresh_examples, joined_cases, score, translate_texts,
+    FLOORS,
+    METRICS,
+    evaluate,
+    evaluation_cases,
+    fresh_examples,
+    joined_cases,
+    score,
+    translate_texts,
 )
 
 SHIPPED = ("dates", "eng-fra", "reverse", "reverse-1layer")

@@ -8,7 +8,13 @@ import string
 import pytest
 
 from transformer.tasks import (
-    DATE_FORMATS, TASKS, date_example, format_date, generate, ordinal, reverse_example,
+    DATE_FORMATS,
+    TASKS,
+    date_example,
+    format_date,
+    generate,
+    ordinal,
+    reverse_example,
 )
 
 # Written out again rather than imported, so that the parser below checks the task, not itself.

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from helpers import ROOT, TINY_TRAINING
 from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
 from transformer.data import read_parallel, split_dev, words
-from transformer.evaluate import evaluate as evaluate_checkpoint
 from transformer.evaluate import chrf, evaluation_cases, score, translate_texts
+from transformer.evaluate import evaluate as evaluate_checkpoint
 from transformer.tasks import reverse_example
 from transformer.train import PAD_ID, collate, encode_examples, evaluate, learning_rate, main
 

@@ -6,11 +6,17 @@ import torch
 
 from helpers import TINY_TRAINING
 from transformer.checkpoint import load_checkpoint
-from transformer.recipes import (
-    CLAUSE_JOINS, clause_joined_pairs, joined_pairs, long_joined_pairs, phrase_joined_pairs, timed_phrase_pairs,
-    trailing_phrases, trailing_times,
-)
 from transformer.evaluate import length_bucket
+from transformer.recipes import (
+    CLAUSE_JOINS,
+    clause_joined_pairs,
+    joined_pairs,
+    long_joined_pairs,
+    phrase_joined_pairs,
+    timed_phrase_pairs,
+    trailing_phrases,
+    trailing_times,
+)
 from transformer.train import Progress, main, select_snapshots
 
 

@@ -19,7 +19,7 @@ def test_attribution_panels_label_every_token_and_keep_values_up_to_the_peak():
     fig = attribution_figure(methods, OUT, SRC, signed=("gradient",))
     heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]
     assert len(heatmaps) == 2
-    for trace, (name, matrix) in zip(heatmaps, methods.items()):
+    for trace, matrix in zip(heatmaps, methods.values()):
         assert np.allclose(np.asarray(trace.z) * np.abs(matrix).max(), matrix)
     assert heatmaps[0].coloraxis == "coloraxis" and heatmaps[1].coloraxis == "coloraxis2"  # signed: diverging
     assert fig.layout.xaxis.ticktext == ("&lt;b&gt;", "a", "a", "&lt;/s&gt;")

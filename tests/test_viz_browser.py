@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from figure_browser import measure, readability_problems
 
 import viz
-from benchmarks.model_view import random_stack
 from benchmarks.chromium import CHROMIUM, launch_chromium
-from figure_browser import measure, readability_problems
+from benchmarks.model_view import random_stack
 
 pytestmark = [pytest.mark.slow,  # a real browser
               pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]

@@ -1,8 +1,18 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
 from .attribution import contrastive
 from .capture import ablate, capture, patch
-from .checkpoint import (Checkpoint, CheckpointError, FolderStatus, ModelCard, Translation, checkpoint_folders,
-                         checkpoint_status, checkpoint_version, load_checkpoint, resolve_checkpoint)
+from .checkpoint import (
+                         Checkpoint,
+                         CheckpointError,
+                         FolderStatus,
+                         ModelCard,
+                         Translation,
+                         checkpoint_folders,
+                         checkpoint_status,
+                         checkpoint_version,
+                         load_checkpoint,
+                         resolve_checkpoint,
+)
 from .config import TransformerConfig
 from .decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
 from .device import atlas_device, model_device

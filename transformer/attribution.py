@@ -41,6 +41,7 @@ from .capture import capture, patch
 from .model import Transformer
 from .record import AttentionRecord
 
+
 @dataclass
 class Attribution:
     """Every method's (output tokens x source tokens) array for one input, with the labels to draw them."""

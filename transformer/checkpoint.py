@@ -24,10 +24,10 @@ import re
 import shutil
 import signal
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NamedTuple, TypeVar
 
 import torch
@@ -36,17 +36,40 @@ from torch.overrides import TorchFunctionMode
 from .capture import capture
 from .config import TransformerConfig
 from .data import MAX_CHARS_PER_TOKEN, InputText, input_ids, normalize, read_input, target_ids, words
-from .recipes import JOINED_PAIRS
 from .decoding import beam_search, check_beam_size, greedy, output_limit
-from .masks import decoder_lengths
 from .device import atlas_device, model_device
+from .masks import decoder_lengths
 from .model import Transformer
+from .recipes import JOINED_PAIRS
 from .record import AttentionRecord
-from .safety import (BYTES_PER_ATTENTION_VALUE, MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_EXAMPLE_CHARS, MAX_EXAMPLES,
-                     MAX_HISTORY, MAX_HISTORY_KEYS, MAX_METRICS, MAX_NAME_CHARS, MAX_PARAMETERS, MAX_SNAPSHOTS,
-                     MAX_TEXT_CHARS, MAX_TOKENIZER_BYTES, MAX_WORD_LIST_BYTES, MIN_PASS_TOKENS, PASS_BUDGET_BYTES,
-                     WEIGHTS_OVERHEAD_BYTES, CheckpointError, check_dict, check_list, check_number, check_text,
-                     check_torch_zip, open_regular, read_bytes, read_json)
+from .safety import (
+    BYTES_PER_ATTENTION_VALUE,
+    MAX_CARD_BYTES,
+    MAX_CONFIG_BYTES,
+    MAX_EXAMPLE_CHARS,
+    MAX_EXAMPLES,
+    MAX_HISTORY,
+    MAX_HISTORY_KEYS,
+    MAX_METRICS,
+    MAX_NAME_CHARS,
+    MAX_PARAMETERS,
+    MAX_SNAPSHOTS,
+    MAX_TEXT_CHARS,
+    MAX_TOKENIZER_BYTES,
+    MAX_WORD_LIST_BYTES,
+    MIN_PASS_TOKENS,
+    PASS_BUDGET_BYTES,
+    WEIGHTS_OVERHEAD_BYTES,
+    CheckpointError,
+    check_dict,
+    check_list,
+    check_number,
+    check_text,
+    check_torch_zip,
+    open_regular,
+    read_bytes,
+    read_json,
+)
 from .tasks import input_warnings
 from .tokenizer import JsonTokenizer, Tokenizer, VocabTokenizer
 
@@ -680,7 +703,7 @@ def folder_problem(path: str | Path) -> str:
             outcome.append("")
         except CheckpointError as error:
             outcome.append(str(error))
-        except Exception as error:  # noqa: BLE001 - one odd folder must never hide the others
+        except Exception as error:  # one odd folder must never hide the others
             outcome.append(f"{path}: unexpected {type(error).__name__}: {error}")
 
     thread = threading.Thread(target=inspect, name=f"inspect {Path(path).name}", daemon=True)

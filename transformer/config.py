@@ -7,8 +7,16 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from .record import ATTENTION_KINDS
-from .safety import (MAX_D_FF, MAX_D_MODEL, MAX_HEADS, MAX_LAYERS, MAX_LEN, MAX_POSITION_OFFSET, MAX_TYPE_VOCAB,
-                     MAX_VOCAB_SIZE)
+from .safety import (
+    MAX_D_FF,
+    MAX_D_MODEL,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_LEN,
+    MAX_POSITION_OFFSET,
+    MAX_TYPE_VOCAB,
+    MAX_VOCAB_SIZE,
+)
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 ACTIVATIONS = ("relu", "gelu", "silu", "gelu_new")  # gelu_new: GELU's tanh approximation (GPT-2)

@@ -29,16 +29,40 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import (CARD_FILE, CONFIG_FILE, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, VOCAB_FILES, WEIGHTS_FILE,
-                         CheckpointError, ModelCard, build_model, check_replaceable, check_state, commit_checkpoint,
-                         expected_state, load_checkpoint, staging_folder, torch_load, writer_lock)
-from .checkpoint import JSON_TOKENIZER_FILE
+from .checkpoint import (
+    CARD_FILE,
+    CONFIG_FILE,
+    JSON_TOKENIZER_FILE,
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    VOCAB_FILES,
+    WEIGHTS_FILE,
+    CheckpointError,
+    ModelCard,
+    build_model,
+    check_replaceable,
+    check_state,
+    commit_checkpoint,
+    expected_state,
+    load_checkpoint,
+    staging_folder,
+    torch_load,
+    writer_lock,
+)
 from .config import TransformerConfig
 from .converters import FAMILIES
 from .converters.family import Family, Tensors, seq2seq_layer_names
 from .positional import sinusoidal_table
-from .safety import (MAX_CARD_BYTES, MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, WEIGHTS_OVERHEAD_BYTES, check_torch_zip,
-                     open_regular, read_bytes, read_json)
+from .safety import (
+    MAX_CARD_BYTES,
+    MAX_CONFIG_BYTES,
+    MAX_TOKENIZER_BYTES,
+    WEIGHTS_OVERHEAD_BYTES,
+    check_torch_zip,
+    open_regular,
+    read_bytes,
+    read_json,
+)
 from .tokenizer import JsonTokenizer, VocabTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours

@@ -24,7 +24,6 @@ from .capture import capture
 from .hooks import captures_active, edits_active
 from .model import Transformer
 
-
 MAX_BEAM_SIZE = 64  # beams x vocabulary scores are sorted each step: 10,000 beams took 23 s and 2 GB
 COVERAGE_FLOOR = 1e-6  # a source piece no step attended to costs log(1e-6), not log(0) = -inf
 # Greedy decoding's guesses continue an earlier occurrence of the last 2 tokens: matching the last token alone

@@ -22,10 +22,10 @@ import torch
 
 from .checkpoint import CARD_FILE, Checkpoint
 from .data import dev_pairs, source_ids
-from .recipes import clause_joined_pairs, joined_pairs
 from .decoding import beam_search, greedy, output_limit
 from .device import model_device
 from .model import Transformer
+from .recipes import clause_joined_pairs, joined_pairs
 from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_example
 from .tokenizer import Tokenizer
 

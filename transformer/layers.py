@@ -12,7 +12,6 @@ from .cache import AttentionCache
 from .config import TransformerConfig
 from .hooks import HookPoint
 
-
 ACTIVATION_FUNCTIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu,
                         "gelu_new": lambda x: F.gelu(x, approximate="tanh")}
 

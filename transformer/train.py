@@ -32,14 +32,28 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from .checkpoint import (CONFIG_FILE, SNAPSHOT_DIR, SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, WEIGHTS_FILE, Checkpoint,
-                         CheckpointError, ModelCard, check_replaceable, commit_checkpoint, load_checkpoint,
-                         save_atomically, save_checkpoint, staging_folder, writer_lock)
+from .checkpoint import (
+    CONFIG_FILE,
+    SNAPSHOT_DIR,
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    Checkpoint,
+    CheckpointError,
+    ModelCard,
+    check_replaceable,
+    commit_checkpoint,
+    load_checkpoint,
+    save_atomically,
+    save_checkpoint,
+    staging_folder,
+    writer_lock,
+)
 from .config import TransformerConfig
 from .data import CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
-from .recipes import JOINED_PAIRS
 from .evaluate import METRICS, score, translate_texts
 from .model import Transformer
+from .recipes import JOINED_PAIRS
 from .tasks import generate
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -431,7 +445,7 @@ def read_resume(args: argparse.Namespace) -> dict | None:
         saved = torch.load(path, map_location="cpu", weights_only=True)
         return {"model": saved["model"], "optimizer": saved["optimizer"], "progress": dict(saved["progress"]),
                 "rng": saved["rng"]}
-    except Exception as error:  # noqa: BLE001 - truncated, foreign or missing a part: all one message
+    except Exception as error:  # truncated, foreign or missing a part: all one message
         raise SystemExit(f"error: --resume: {path} cannot be read ({type(error).__name__}); it was cut short or is "
                          "not a resume file. Train without --resume, or continue the checkpoint with --init-from."
                          ) from None

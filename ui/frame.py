@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import passes, screen, state, turns
+from . import passes, presenter, screen, state, turns
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -40,6 +40,7 @@ PICKER_CSS = """<style>
 def draw_page() -> None:
     turns.arrived()
     state.restore()
+    deck = presenter.follow_deck()
     lecture = st.session_state.lecture
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
                        initial_sidebar_state="collapsed" if lecture else "auto")
@@ -55,6 +56,8 @@ def draw_page() -> None:
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
     headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
+    if deck is not None:  # its buttons and title in the top row, its line under it
+        presenter.draw_slide(deck, top)
     top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
@@ -72,6 +75,8 @@ def draw_page() -> None:
                 st.error(str(error))
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
+                if deck is None:
+                    presenter.deck_tools(view.label)
     finally:
         for message in st.session_state.url_notices:
             notices.warning(message, icon="🔗")

@@ -25,18 +25,44 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from transformer import (ATTENTION_KINDS, KIND_SIDES, AttentionRecord, Checkpoint, CheckpointError, ablate, capture,
-                         checkpoint_folders, checkpoint_version, decode_steps, beam_tree, load_checkpoint, model_device,
-                         resolve_checkpoint)
-from transformer import attribution, corpus, faithfulness
-from transformer.checkpoint import (SRC_TOKENIZER_FILE, TGT_TOKENIZER_FILE, OutOfMemory, folder_problem,
-                                    is_out_of_memory, read_config, read_tokenizer)
-from transformer.decoding import MAX_BEAM_SIZE  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
-from transformer.decoding import Sampling, output_limit
+from transformer import (
+    ATTENTION_KINDS,
+    KIND_SIDES,
+    AttentionRecord,
+    Checkpoint,
+    CheckpointError,
+    ablate,
+    attribution,
+    beam_tree,
+    capture,
+    checkpoint_folders,
+    checkpoint_version,
+    corpus,
+    decode_steps,
+    faithfulness,
+    load_checkpoint,
+    model_device,
+    resolve_checkpoint,
+)
+from transformer.checkpoint import (
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    OutOfMemory,
+    folder_problem,
+    is_out_of_memory,
+    read_config,
+    read_tokenizer,
+)
+from transformer.decoding import (
+    MAX_BEAM_SIZE,  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
+    Sampling,
+    output_limit,
+)
 from transformer.forced import contrast, force
 from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
+from transformer.safety import read_bytes
 
 from . import turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
@@ -141,6 +167,12 @@ def version_of(name: str) -> int:
     return scanned(name)[1]
 
 
+def read_under_policy(path: Path, folder: Path, max_bytes: int) -> bytes:
+    """A file that is no checkpoint's (a deck) read under the checkpoints' loading policy; CheckpointError says
+    why not."""
+    return read_bytes(path, folder, max_bytes)
+
+
 def unexpected(path: str, error: Exception) -> str:
     return f"{path}: unexpected {type(error).__name__}: {error}"
 
@@ -167,7 +199,7 @@ def load(path: str, version: int) -> Loaded:
         return Loaded(load_checkpoint(path), "")
     except CheckpointError as error:
         return Loaded(None, str(error))
-    except Exception as error:  # noqa: BLE001 - a check the library lacks must not take every session down
+    except Exception as error:  # a check the library lacks must not take every session down
         return Loaded(None, unexpected(path, error))
 
 
@@ -184,7 +216,7 @@ def load_snapshot(path: str, version: int, snapshot: str) -> torch.nn.Module:
         return load(path, version).checkpoint.load_snapshot(snapshot)
     except CheckpointError as error:
         raise Unavailable(str(error)) from None
-    except Exception as error:  # noqa: BLE001 - as in load()
+    except Exception as error:  # as in load()
         raise Unavailable(unexpected(path, error)) from None
 
 

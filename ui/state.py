@@ -122,6 +122,8 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "neuron": (int, None),
     "target": (str, ""),
     "foil": (str, ""),
+    "deck": (str, None),  # a lecture's deck (ui.deck): one of the decks folder's files, by name
+    "slide": (int, 1),  # its slide, counted from 1
 }
 ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
 SHOWN_CHARS = 40  # of a refused link value in its notice

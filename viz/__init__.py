@@ -5,8 +5,14 @@ conventions.py): one head's attention is (q_len, k_len), rows queries and column
 (layers, heads, q_len, k_len); masks are `blocked` dicts, reason -> bool (q_len, k_len), True = blocked, built by
 mask_reasons(). Every figure takes theme=Theme(large=..., dark=...) and escapes the user text it shows.
 """
-from .attention import (compare_figure, decoding_step_caption, decoding_step_figure, head_heatmap, stages_figure,
-                        values_shown)
+from .attention import (
+                        compare_figure,
+                        decoding_step_caption,
+                        decoding_step_figure,
+                        head_heatmap,
+                        stages_figure,
+                        values_shown,
+)
 from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .beam_tree import beam_tree_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask

@@ -5,8 +5,17 @@ from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_matrix, model_mask
 from .layout import LINE_EM, grid_layout, lay_out, text_px
-from .panels import (add_matrix, colour_axis, has_legend, matrix_panel, set_colour_axis, shared_grid, subplots,
-                     symmetric_limit, value_range)
+from .panels import (
+    add_matrix,
+    colour_axis,
+    has_legend,
+    matrix_panel,
+    set_colour_axis,
+    shared_grid,
+    subplots,
+    symmetric_limit,
+    value_range,
+)
 from .theme import DIVERGING, Theme, apply_theme, merged, theme_layout, themed_figure
 
 VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest

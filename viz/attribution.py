@@ -12,8 +12,8 @@ from numpy.typing import ArrayLike
 
 from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
-from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
 from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, lay_out, text_px, widest_px
+from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
 from .theme import DIVERGING, Theme, apply_theme
 
 PANELS_PER_ROW = 4
@@ -101,7 +101,7 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     titles += [f"{stack} residual stream: layer x position" for stack in positions]
     specs = [[{}] * cols] + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
     fig = subplots(1 + len(positions), cols, titles=titles, specs=specs)
-    for col, (kind, table) in enumerate(heads.items(), start=1):
+    for col, table in enumerate(heads.values(), start=1):
         table = np.asarray(table, dtype=float)
         layer_names = [f"L{layer}" for layer in range(table.shape[0])]
         add_matrix(fig, table, layer_names, [f"H{head}" for head in range(table.shape[1])], row=1, col=col,

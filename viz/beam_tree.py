@@ -10,10 +10,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .conventions import Tokens
-
 from .labels import safe_label
 from .layout import LINE_EM, text_px
-from .theme import Theme, themed_figure, theme_layout
+from .theme import Theme, theme_layout, themed_figure
 
 MARKER_PX = 16  # a node's marker and the gap to its label
 COLUMN_GAP_PX = 24  # between one column's longest label and the next column's markers

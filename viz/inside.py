@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Tokens
-
 from .labels import safe_label, token_axis, token_range
 from .layout import COLOUR_BAR_PX, LINE_EM, colour_bar_px, text_px, widest_px
 from .theme import DIVERGING, Theme, apply_theme

@@ -10,8 +10,8 @@ their tick labels, so they touch neither ticks, titles nor panels.
 Text widths are estimated from glyph widths measured in headless Chromium for DejaVu Sans (what Plotly's default
 font family resolves to on Debian; it is wider than Open Sans), rounded up.
 """
-from collections.abc import Iterable, Sequence
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 

@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Tokens
-
 from .layout import lay_out
 from .panels import add_matrix, set_colour_axis, subplots
 from .theme import Theme, apply_theme

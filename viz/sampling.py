@@ -7,10 +7,9 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Tokens
-
 from .labels import safe_label
 from .layout import LINE_EM, widest_px
-from .theme import Theme, themed_figure, theme_layout
+from .theme import Theme, theme_layout, themed_figure
 
 STAGES = ("model", "after temperature", "after top-k / top-p (drawn from)")
 COLOURS = ("rgb(150, 150, 150)", "rgb(255, 127, 14)", "rgb(31, 119, 180)")

@@ -23,7 +23,7 @@ class Family:
     task: str  # the card's task: "generate", "fill-mask" or "translate"
     # (config.json as a dict, its tokenizer, the path for messages) -> our config; CheckpointError when it differs
     config: Callable[[dict, JsonTokenizer, Path], TransformerConfig]
-    state: Callable[[TransformerConfig, "Tensors"], dict[str, torch.Tensor]]  # their tensors -> our state_dict
+    state: Callable[[TransformerConfig, Tensors], dict[str, torch.Tensor]]  # their tensors -> our state_dict
     examples: tuple[str, ...] = ()
 
 

@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from ui.view import View
 
-from . import (ablation, attention, attribution, compare, decoding, head_view, heads, inside, masks, model,
-               patching, positional, training)
+from . import (
+               ablation,
+               attention,
+               attribution,
+               compare,
+               decoding,
+               head_view,
+               heads,
+               inside,
+               masks,
+               model,
+               patching,
+               positional,
+               training,
+)
 
 VIEWS: list[View] = [
     attention.VIEW,

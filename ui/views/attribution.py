@@ -6,8 +6,8 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import settle
 from ui.shared import once
+from ui.state import settle
 from ui.view import View
 from ui.widgets import EXPANDER_PX, controls, inset, show_figure
 

@@ -8,8 +8,8 @@ import viz
 from ui.analysis import KIND_LABELS, Unavailable
 from ui.page import Page
 from ui.plain import plain
-from ui.state import FINAL, draw
 from ui.shared import once
+from ui.state import FINAL, draw
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
 
@@ -93,7 +93,7 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
     columns = [controls("compare-snapshots")] * 2 if page.lecture else st.columns(2)
     sides = ((columns[0], "snapshot_a", snapshots[0]), (columns[1], "snapshot_b", FINAL))
     chosen = [draw(column.selectbox, f"Snapshot {name[-1].upper()}", name, snapshots, fallback,
-                   format_func=(lambda s, side=name[-1].upper(): f"{side}: {page.snapshot_label(s)}")
+                   format_func=(lambda s, name=name: f"{name[-1].upper()}: {page.snapshot_label(s)}")
                    if page.lecture else page.snapshot_label, persist_state="session",
                    label_visibility="collapsed" if page.lecture else "visible",
                    width=300 if page.lecture else "stretch") for column, name, fallback in sides]

@@ -10,8 +10,8 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
 from ui.shared import once
+from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
 from ui.view import View
 from ui.widgets import PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
 

@@ -8,8 +8,8 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS
 from ui.page import Page
-from ui.state import settle_all
 from ui.shared import once
+from ui.state import settle_all
 from ui.view import View
 from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
 

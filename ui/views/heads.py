@@ -5,8 +5,8 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import draw, settle
 from ui.shared import once
+from ui.state import draw, settle
 from ui.view import View
 from ui.widgets import controls, head_title, show_figure, side_by_side, table_height
 

@@ -7,8 +7,8 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import MAX_INPUT_CHARS, settle
 from ui.shared import once
+from ui.state import MAX_INPUT_CHARS, settle
 from ui.view import View
 from ui.widgets import controls, show_figure
 

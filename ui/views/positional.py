@@ -5,8 +5,8 @@ import streamlit as st
 
 import viz
 from ui.page import Page
-from ui.state import URL_STATE, draw, settle, settle_all
 from ui.shared import once
+from ui.state import URL_STATE, draw, settle, settle_all
 from ui.view import View
 from ui.widgets import controls, show_figure
 

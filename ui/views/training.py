@@ -6,11 +6,19 @@ import streamlit as st
 import viz
 from ui.analysis import Unavailable
 from ui.page import Page
-from ui.state import FINAL, settle
 from ui.shared import once
+from ui.state import FINAL, settle
 from ui.view import View
-from ui.widgets import (controls, head_picker, head_title, model_output, produces_caption, show_figure, shown,
-                        word_switch)
+from ui.widgets import (
+    controls,
+    head_picker,
+    head_title,
+    model_output,
+    produces_caption,
+    show_figure,
+    shown,
+    word_switch,
+)
 
 SNAPSHOT_COLUMNS = 5  # the usual four snapshots and the final model in one row
 METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact match"}  # the card's dev_metric

@@ -1,0 +1,99 @@
+"""A deck presented in the app (AppTest on the shipped checkpoints): every slide of the shipped deck opens without an
+error, the address bar keeps the slide, a link lands on its slide, and the normal page offers decks."""
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from helpers import APP, ROOT
+from ui.presenter import read_deck
+from ui.state import parse_query
+
+SHIPPED = "attention-step-by-step"
+pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
+
+
+@pytest.fixture
+def app(monkeypatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_DECKS", str(ROOT / "decks"))
+
+    def start(**query) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=300)
+        at.query_params.update(query)
+        return at.run()
+
+    return start
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def link_notices(at: AppTest) -> str:
+    return " ".join(warning.value for warning in at.warning if warning.icon == "🔗")
+
+
+def slide_title(at: AppTest) -> str:
+    return next(text.value for text in at.text if " / " in text.value)
+
+
+def address_bar(at: AppTest) -> dict[str, str]:
+    return {name: value[0] if isinstance(value, list) else value for name, value in at.query_params.items()}
+
+
+def test_the_shipped_deck_opens_every_slide_in_lecture_mode(app):
+    deck = read_deck(SHIPPED)
+    at = ok(app(deck=SHIPPED))
+    for number, slide in enumerate(deck.slides, 1):
+        assert at.session_state["lecture"]
+        assert slide_title(at) == f"{number} / {len(deck.slides)} · {slide.title}"
+        assert not slide.line or slide.line in [text.value for text in at.text]
+        assert not link_notices(at), (number, link_notices(at))  # every value of the slide fits its checkpoint
+        assert at.get("plotly_chart") and not at.error, (number, [error.value for error in at.error])
+        link, _ = parse_query(address_bar(at))
+        assert link["deck"] == SHIPPED and link.get("slide", 1) == number
+        assert {name: at.session_state[name] for name in slide.state} == slide.state
+        if number < len(deck.slides):
+            at = ok(at.button(key="slide-next").click().run())
+    assert at.button(key="slide-next").disabled
+    at = ok(at.button(key="slide-back").click().run())
+    assert slide_title(at).startswith(f"{len(deck.slides) - 1} / ")
+
+
+def test_a_link_lands_on_its_slide_and_keeps_what_the_lecturer_typed(app):
+    deck = read_deck(SHIPPED)
+    at = ok(app(deck=SHIPPED, slide="2"))
+    assert slide_title(at).startswith(f"2 / {len(deck.slides)} · {deck.slides[1].title}")
+    at.text_input(key="text").set_value("lecture7").run()
+    at = ok(at.button(key="slide-next").click().run())  # slide 3 names the same checkpoint, and its own input
+    assert at.session_state["text"] == deck.slides[2].state["text"]
+    at.text_input(key="text").set_value("typed42").run()
+    student = ok(app(**address_bar(at)))  # the lecturer's address bar
+    assert slide_title(student).startswith("3 / ")
+    assert student.session_state["text"] == "typed42"
+    assert student.session_state["view"] == deck.slides[2].state["view"]
+
+
+def test_a_deck_that_is_not_listed_gets_a_notice_and_the_normal_page(app):
+    at = ok(app(deck="../checkpoints/reverse/card"))
+    assert "There is no deck" in link_notices(at)
+    assert not at.session_state["lecture"]
+    at = ok(app(deck=SHIPPED, slide="99"))
+    assert "`slide`" in link_notices(at)
+    assert slide_title(at).startswith("1 / ")
+
+
+def test_the_normal_page_presents_a_deck_and_offers_this_view_as_a_deck_file(app):
+    at = ok(app(checkpoint="reverse", view="masks", pad_src="2"))
+    at = ok(at.button(key="deck-add").click().run())
+    download = at.get("download_button")
+    assert download and "1 slides" in download[0].proto.label
+    slide = at.session_state["collected_slides"][0]  # the file offered: deck_toml of these (round trip: test_deck)
+    assert slide.title == "Masks · reverse"
+    assert {name: slide.state[name] for name in ("checkpoint", "view", "pad_src")} == {
+        "checkpoint": "reverse", "view": "masks", "pad_src": 2}
+    at = ok(at.button(key="deck-present").click().run())
+    assert at.session_state["lecture"] and at.session_state["deck"] == SHIPPED
+    assert slide_title(at).startswith("1 / ")
