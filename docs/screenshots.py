@@ -21,7 +21,7 @@ SETTLE_MS = 15_000  # the first pass, its figures and Plotly's drawing, on 2 CPU
 SHOTS = {  # file name: (viewport, link)
     "screenshot-attention.png": ((1400, 1150), {"view": "attention", "kind": "encoder.self", "text": (
         "When the teacher opened the wooden door, the students quietly walked into the bright classroom.")}),
-    "screenshot-model-view.png": ((1600, 1250), {"view": "model", "kind": "encoder.self",
+    "screenshot-model-view.png": ((1600, 1330), {"view": "model", "kind": "encoder.self",
                                                  "text": "She is reading a good book."}),
     "screenshot-decoding.png": ((1400, 1000), {"view": "decoding", "step": 2,
                                                "text": "The children are playing in the garden."}),
