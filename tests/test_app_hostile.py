@@ -10,12 +10,14 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from test_budget import plant_memory_bomb
 from test_hostile import CASES
 
 from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
 from deploy.server import ServerError, streamlit_server
 from helpers import APP, outputs
 from transformer.checkpoint import CARD_FILE
+from transformer.safety import PASS_BUDGET_BYTES
 from ui.plain import plain
 
 pytestmark = pytest.mark.slow  # every test runs the whole app
@@ -184,3 +186,59 @@ def test_in_a_browser_nothing_is_fetched_elsewhere_and_card_text_is_literal(tiny
     assert IMAGE in body and LINK in body and "**bold**" in body
     for name in IN_THE_BROWSER:
         assert f"{name}: cannot be loaded: " in body, name
+
+
+def server_rss(process) -> int:
+    for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")
+def test_a_server_beside_the_freezing_card_the_hanging_pickle_and_the_memory_bomb_serves_eng_fra(tiny_checkpoint,
+                                                                                                  tmp_path):
+    """The shipped eng-fra beside a 1 MB card of quoted quotes, a weights pickle whose key takes 2^80 hash steps and
+    a valid 64 + 64-layer, 128-head config: the server answers its health check in the usual start time
+    (streamlit_server's wait), serves eng-fra's translation, lists the two broken folders, and on the memory bomb a
+    long input is cut with a message, no traceback, the server grown by no more than one pass's budget."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
+    root = hostile_folder(tiny_checkpoint, tmp_path / "checkpoints",
+                          ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps"))
+    shutil.copytree(Path(APP).parent / "checkpoints" / "eng-fra", root / "eng-fra",
+                    ignore=shutil.ignore_patterns("snapshots", "resume.pt"))
+    plant_memory_bomb(tiny_checkpoint, root / "memory-bomb")
+    try:
+        with streamlit_server(root, tmp_path / "streamlit.log") as (url, process), \
+                sync_api.sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.set_default_timeout(RUN_S * 1000)
+                page.goto(f"{url}?checkpoint=eng-fra&text=I%20am%20cold.&view=attention")
+                page.wait_for_selector(".js-plotly-plot")
+                wait_for_rerun(page)
+                body = page.inner_text("body")
+                assert "J'ai froid" in body
+                for name in ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps"):
+                    assert f"{name}: cannot be loaded: " in body, name
+                page.goto(f"{url}?checkpoint=memory-bomb&text=abc&view=attention")
+                page.wait_for_selector(".js-plotly-plot")
+                wait_for_rerun(page)
+                before = server_rss(process)
+                bomb = browser.new_page(viewport={"width": 1400, "height": 900})  # a session of its own
+                bomb.set_default_timeout(RUN_S * 1000)
+                bomb.goto(f"{url}?checkpoint=memory-bomb&text={'ab' * 50}&view=attention")
+                bomb.wait_for_selector(".js-plotly-plot")
+                wait_for_rerun(bomb)
+                body = bomb.inner_text("body")
+                assert "Traceback" not in body and not bomb.locator('[data-testid="stException"]').count()
+                assert "pass over more would record more attention" in body
+                # The pass's record stays in the shared passes cache (bounded in bytes) for the sessions that come back
+                # to it; nothing beyond it stays: the server grew by at most what the budget lets one pass record.
+                assert server_rss(process) - before <= PASS_BUDGET_BYTES, (before, server_rss(process))
+            finally:
+                browser.close()
+    except ServerError as error:
+        pytest.fail(str(error))
+

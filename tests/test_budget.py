@@ -25,9 +25,12 @@ LONG_INPUT = "abcdefghij" * 10  # 100 characters: 3.5 GB of attention on the mem
 
 @pytest.fixture(scope="module")
 def memory_bomb(tiny_checkpoint, tmp_path_factory) -> Path:
+    return plant_memory_bomb(tiny_checkpoint, tmp_path_factory.mktemp("budget") / "checkpoints" / "memory-bomb")
+
+
+def plant_memory_bomb(tiny_checkpoint: Path, folder: Path) -> Path:
     """The tiny checkpoint's tokenizers and card with a model of 128 heads, 64 + 64 layers and max_len 2048
-    (d_model 128, d_ff 16: 52 MB of weights, random)."""
-    folder = tmp_path_factory.mktemp("budget") / "checkpoints" / "memory-bomb"
+    (d_model 128, d_ff 16: 52 MB of weights, random), at `folder`."""
     shutil.copytree(tiny_checkpoint, folder, ignore=shutil.ignore_patterns(SNAPSHOT_DIR, "resume.pt"))
     small = read_config(folder)
     config = dataclasses.replace(small, d_model=128, num_heads=128, num_encoder_layers=64, num_decoder_layers=64,
