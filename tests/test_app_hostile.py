@@ -240,10 +240,14 @@ def test_a_server_beside_the_freezing_card_the_hanging_pickle_and_the_memory_bom
                 # Its session gone (Streamlit forgets a disconnected session after its TTL, 1 s here), the next pass
                 # evicts what only closed sessions asked for, and the memory is back.
                 bomb.close()
-                time.sleep(DISCONNECTED_TTL_S + 2)
-                page.goto(f"{url}?checkpoint=eng-fra&text=He%20is%20tired.&view=attention")
-                page.wait_for_selector(".js-plotly-plot")
-                wait_for_rerun(page)
+                deadline = time.monotonic() + DISCONNECTED_TTL_S + 30  # bounded: a busy machine closes it later
+                for count in range(1, 100):
+                    time.sleep(DISCONNECTED_TTL_S + 1)
+                    page.goto(f"{url}?checkpoint=eng-fra&text=I%20have%20{count}%20cats.&view=attention")
+                    page.wait_for_selector(".js-plotly-plot")
+                    wait_for_rerun(page)
+                    if server_rss(process) <= 1.2 * before or time.monotonic() > deadline:
+                        break
                 assert server_rss(process) <= 1.2 * before, (before, server_rss(process))
             finally:
                 browser.close()
