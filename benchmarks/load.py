@@ -1,8 +1,8 @@
 """Load test: many sessions at once against `streamlit run app.py`, and the server's memory while they come and go.
 
-    python -m benchmarks.load --sessions 20 --seconds 60 [--checkpoints checkpoints --checkpoint reverse] [--json PATH]
+    python -m benchmarks.load --sessions=20 --seconds 60 [--checkpoints checkpoints --checkpoint reverse] [--json PATH]
     python -m benchmarks.load --inputs typed --checkpoints checkpoints --checkpoint eng-fra  # dev sentences typed
-    python -m benchmarks.load --lecture --sessions 40 --seconds 60 --think 2     # a lecture hall on one link
+    python -m benchmarks.load --lecture --sessions=40 --seconds 60 --think 2     # a lecture hall on one link
     python -m benchmarks.load --via-proxy 1 2                                  # K processes behind nginx, K = 1, 2
     python -m benchmarks.load --churn 200                                      # sessions opened and closed in turn
 
@@ -262,7 +262,7 @@ class Client:
             try:
                 await self.session(log, deadline)
             except (BrokenSession, TimeoutError, OSError, WebSocketException) as error:
-                self.tally.errors.append(f"session {log.number}: {type(error).__name__}: {error}")
+                self.tally.errors.append(f"session #{log.number}: {type(error).__name__}: {error}")
                 await asyncio.sleep(min(RETRY_AFTER_S, max(0.0, deadline - time.monotonic())))
             else:
                 if self.one_session:
@@ -409,17 +409,18 @@ def verify(checkpoint_path: Path, tally: Tally) -> int:
         if interaction.output == expected[interaction.text]:
             matched += 1
         else:
-            tally.errors.append(f"session {interaction.session} ({interaction.action}): the input {interaction.text!r} "
-                                f"should give {expected[interaction.text]!r}, the page showed {interaction.output!r}")
+            tally.errors.append(f"session #{interaction.session} ({interaction.action}): the input "
+                                f"{interaction.text!r} should give {expected[interaction.text]!r}, the page showed "
+                                f"{interaction.output!r}")
     owner = {text: log.number for log in tally.sessions for text in log.inputs}  # an owner, when inputs are shared
     shown = {(interaction.session, interaction.text) for interaction in tally.interactions}
     for log in tally.sessions:
         found = sent(log, owner.keys())
         for text in sorted(found - log.inputs):
-            tally.errors.append(f"session {log.number} was sent {text!r}, the input of session {owner[text]}")
+            tally.errors.append(f"session #{log.number} was sent {text!r}, the input of session #{owner[text]}")
         # The search must find the inputs that were there, or finding no other session's proves nothing.
         for text in sorted({text for session, text in shown if session == log.number} - found):
-            tally.errors.append(f"session {log.number} was never sent its own input {text!r}")
+            tally.errors.append(f"session #{log.number} was never sent its own input {text!r}")
     return matched
 
 
@@ -481,7 +482,7 @@ async def churn(url: str, pids: list[int], checkpoint: str, tally: Tally, *, ses
         try:
             await client.session(log, deadline=float("inf"))  # bounded: two runs, each within timeout_s
         except (BrokenSession, TimeoutError, OSError, WebSocketException) as error:
-            tally.errors.append(f"session {number}: {type(error).__name__}: {error}")
+            tally.errors.append(f"session #{number}: {type(error).__name__}: {error}")
         after.append(rss_mb(pids))
     return after
 

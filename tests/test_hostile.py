@@ -148,15 +148,23 @@ def fifo(path: Path) -> None:
     os.mkfifo(path)
 
 
-def zip_bomb(folder: Path) -> None:
-    """The real weights re-zipped with every member deflated, plus 256 MB of zeros that deflate to 250 KB."""
+def rezipped_weights(folder: Path, compression: int, replace: dict[str, bytes] | None = None,
+                     extra: tuple[str, bytes] | None = None) -> None:
+    """model.pt written again with `compression`, members whose names end in a key of `replace` replaced by its
+    value, and `extra` (a name under the archive's top folder, its content) added."""
     path = folder / WEIGHTS_FILE
     with zipfile.ZipFile(path) as source:
         members = [(info.filename, source.read(info)) for info in source.infolist()]
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb:
-        for name, data in members:
-            bomb.writestr(name, data)
-        bomb.writestr(f"{members[0][0].split('/')[0]}/data/bomb", bytes(256 << 20))
+    with zipfile.ZipFile(path, "w", compression) as archive:
+        for name, content in members:
+            archive.writestr(name, next((new for end, new in (replace or {}).items() if name.endswith(end)), content))
+        if extra:
+            archive.writestr(f"{members[0][0].split('/')[0]}/{extra[0]}", extra[1])
+
+
+def zip_bomb(folder: Path) -> None:
+    """The real weights re-zipped with every member deflated, plus 256 MB of zeros that deflate to 250 KB."""
+    rezipped_weights(folder, zipfile.ZIP_DEFLATED, extra=("data/bomb", bytes(256 << 20)))
 
 
 def snapshot_fifo(folder: Path) -> None:
@@ -201,12 +209,7 @@ def quoted_quotes(file: str, size: int) -> Callable[[Path], None]:
 def pickle_replaced(data: bytes) -> Callable[[Path], None]:
     """model.pt with its data.pkl member replaced by `data`, every member stored as torch stores them."""
     def plant(folder: Path) -> None:
-        path = folder / WEIGHTS_FILE
-        with zipfile.ZipFile(path) as source:
-            members = [(info.filename, source.read(info)) for info in source.infolist()]
-        with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
-            for name, content in members:
-                archive.writestr(name, data if name.endswith("/data.pkl") else content)
+        rezipped_weights(folder, zipfile.ZIP_STORED, replace={"/data.pkl": data})
     return plant
 
 

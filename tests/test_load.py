@@ -142,8 +142,8 @@ def test_the_checks_catch_a_leaked_input_and_a_wrong_output(tiny_checkpoint):
         interactions=[Interaction(1, "open", theirs, "attention", 1.0, "not the translation")],
     )
     assert verify(tiny_checkpoint, tally) == 0
-    assert any(f"session 0 was sent {theirs!r}, the input of session 1" in error for error in tally.errors)
-    assert any(f"session 1 was never sent its own input {theirs!r}" in error for error in tally.errors)
+    assert any(f"session #0 was sent {theirs!r}, the input of session #1" in error for error in tally.errors)
+    assert any(f"session #1 was never sent its own input {theirs!r}" in error for error in tally.errors)
     assert any("the page showed 'not the translation'" in error for error in tally.errors)
     assert len(tally.errors) == 3
 
@@ -157,7 +157,7 @@ def test_the_checks_find_typed_sentences_as_typed_and_as_a_link_writes_them(tiny
         interactions=[Interaction(0, "open", mine, "attention", 1.0, expected)],
     )
     assert verify(tiny_checkpoint, tally) == 1
-    assert tally.errors == [f"session 1 was sent {mine!r}, the input of session 0"]
+    assert tally.errors == [f"session #1 was sent {mine!r}, the input of session #0"]
 
 
 def test_an_output_is_checked_as_the_page_shows_it(tiny_checkpoint, monkeypatch):
@@ -171,7 +171,7 @@ def test_an_output_is_checked_as_the_page_shows_it(tiny_checkpoint, monkeypatch)
                   interactions=[Interaction(0, "type", text, "attention", 1.0, "8 8 8"),
                                 Interaction(0, "type", text, "attention", 1.0, "8 8")])
     assert verify(tiny_checkpoint, tally) == 1
-    assert tally.errors == [f"session 0 (type): the input {text!r} should give '8 8 8', the page showed '8 8'"]
+    assert tally.errors == [f"session #0 (type): the input {text!r} should give '8 8 8', the page showed '8 8'"]
 
 
 def test_typed_inputs_are_the_tasks_own_long_enough_and_none_inside_another(tiny_checkpoint):
@@ -191,7 +191,7 @@ def test_shared_inputs_are_no_leak_but_others_still_are(tiny_checkpoint):
     received = [f"text={shared}&other={theirs}".encode()]
     tally = Tally(sessions=[SessionLog(0, {shared}, received), SessionLog(1, {shared, theirs}, received)])
     verify(tiny_checkpoint, tally)
-    assert tally.errors == [f"session 0 was sent {theirs!r}, the input of session 1"]
+    assert tally.errors == [f"session #0 was sent {theirs!r}, the input of session #1"]
 
 
 def test_a_page_reads_the_sidebars_output_not_a_views():
