@@ -193,7 +193,7 @@ def test_unknown_format():
 # ----------------------------------------------------------------------------- registry
 
 def test_tasks_registry():
-    assert set(TASKS) == {"reverse", "dates"}
+    assert set(TASKS) == {"reverse", "dates", "induction"}
     for make_example in TASKS.values():
         source, target = make_example(random.Random(0))
         assert isinstance(source, str) and isinstance(target, str)

@@ -32,6 +32,22 @@ def test_uniform_rows_have_entropy_ln_n_and_are_broad():
     assert row.role == "broad"
 
 
+def test_an_induction_head_on_a_repeat_looks_at_the_token_after_the_earlier_occurrence():
+    tokens = list("<abc") + list("abc")  # <s> a b c, then the repeat a b c
+    weights = np.tril(np.ones((7, 7)))
+    weights /= weights.sum(axis=1, keepdims=True)  # causal and uniform, except on the repeat:
+    weights[4:] = 0
+    weights[4, 2] = weights[5, 3] = 1.0  # a -> the b after the first a; b -> the c after the first b
+    weights[6, 4], weights[6, 6] = 0.25, 0.75  # c: the key after the first c (a, at 4) gets a quarter
+    masked = np.triu(np.ones((7, 7), dtype=bool), k=1)
+    row = _statistics(weights, tokens, kind="decoder self", blocked={"masked": masked})
+    assert row.induction_share == pytest.approx((1 + 1 + 0.25) / 3)  # only the repeat's rows have an earlier occurrence
+    assert row.role == "induction"
+    # Cross-attention has no earlier occurrence; a sequence without repeats neither.
+    assert math.isnan(_statistics(np.full((3, 3), 1 / 3), list("abc"), list("abc"), kind="cross").induction_share)
+    assert math.isnan(_statistics(np.eye(3), list("xyz")).induction_share)
+
+
 def test_previous_token_pattern():
     weights = np.eye(5, k=-1)
     weights[0, 0] = 1.0  # the first token has no previous one: it looks at itself

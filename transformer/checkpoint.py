@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 
 from .capture import capture
 from .config import TransformerConfig
-from .data import MAX_CHARS_PER_TOKEN, InputText, input_ids, normalize, read_input, target_ids, words
+from .data import MAX_CHARS_PER_TOKEN, InputText, input_ids, normalize, prompt_ids, read_input, target_ids, words
 from .decoding import beam_search, check_beam_size, greedy, output_limit
 from .device import atlas_device, model_device
 from .masks import decoder_lengths
@@ -160,18 +160,25 @@ class ModelCard:
         save_atomically(lambda temporary: temporary.write_text(text, encoding="utf-8"), path)
 
 
+# What a snapshot entry may measure besides its step: the dev metric, and a language model's in-context numbers
+# (transformer/induction.py).
+SNAPSHOT_MEASURES = ("dev_metric", "in_context_loss_drop", "induction_score", "previous_token_score")
+
+
 def _check_snapshot_entry(snapshot: object, where: str) -> None:
-    """{"name": a plain file name, "step": int >= 0, "fraction": in [0, 1], "dev_metric": a number (optional)}."""
+    """{"name": a plain file name, "step": int >= 0, "fraction": in [0, 1]}, and any of SNAPSHOT_MEASURES, each a
+    number."""
     snapshot = check_dict(snapshot, where, 8)
     if not _SNAPSHOT_NAME.match(str(snapshot.get("name", ""))) or len(snapshot["name"]) > MAX_NAME_CHARS:
         raise CheckpointError(f"{where}: each snapshot needs a plain 'name' (letters, digits, '.', '_', '-')")
-    unknown = sorted(set(snapshot) - {"name", "step", "fraction", "dev_metric"})
+    unknown = sorted(set(snapshot) - {"name", "step", "fraction", *SNAPSHOT_MEASURES})
     if unknown:
         raise CheckpointError(f"{where}: unknown field(s) {', '.join(unknown)}")
     check_number(snapshot.get("step"), f"{where}['step']", integer=True, minimum=0)
     check_number(snapshot.get("fraction"), f"{where}['fraction']", minimum=0, maximum=1)
-    if "dev_metric" in snapshot:
-        check_number(snapshot["dev_metric"], f"{where}['dev_metric']")
+    for measure in SNAPSHOT_MEASURES:
+        if measure in snapshot:
+            check_number(snapshot[measure], f"{where}[{measure!r}]")
 
 
 @dataclass
@@ -420,6 +427,9 @@ class Checkpoint:
         if isinstance(self.src_tokenizer, JsonTokenizer):
             ids, cut = self._with_specials(text)
             readable = len(self.src_tokenizer.encode(text.read)) > 0  # a GPT-2 prompt may be one piece
+        elif self.config.stacks == "decoder-only":  # a language model of ours: its prompt starts with <s>
+            ids, cut = prompt_ids(self.src_tokenizer, text, self.pass_len, self.config.bos_id)
+            readable = len(ids) > 1
         else:
             ids, cut = input_ids(self.src_tokenizer, text, self.pass_len, self.config.eos_id)
             readable = len(ids) > 1  # EOS alone: every character was dropped (zero-width, byte-order mark, U+FFFD)
@@ -495,6 +505,9 @@ class Checkpoint:
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
         reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
+        if self.config.stacks == "decoder-only" and not isinstance(self.src_tokenizer, JsonTokenizer):
+            reads = (f"at most {self.config.max_len - 2} pieces (max_len {self.config.max_len} tokens with <s> and one "
+                     "to continue)")
         if self.pass_len < self.config.max_len:  # the memory budget, not the model, sets the limit
             reads = (f"at most {self.pass_len - 1} pieces here: a pass over more would record more attention "
                      f"({self.config.num_encoder_layers} + {self.config.num_decoder_layers} layers x "

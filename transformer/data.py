@@ -293,6 +293,14 @@ def input_ids(tokenizer: Tokenizer, text: InputText, max_len: int, eos_id: int =
     return kept + [eos_id], len(ids) - len(kept)
 
 
+def prompt_ids(tokenizer: Tokenizer, text: InputText, max_len: int, bos_id: int = BOS_ID) -> tuple[list[int], int]:
+    """A language model's prompt for a read text: BOS + its pieces, at most `max_len` - 1 ids so that one token at
+    least can follow. Returns (ids, how many pieces were cut off the end to fit)."""
+    ids = tokenizer.encode(text.read)
+    kept = ids[: max_len - 2]
+    return [bos_id] + kept, len(ids) - len(kept)
+
+
 def source_ids(tokenizer: Tokenizer, text: str, max_len: int, eos_id: int = EOS_ID) -> tuple[list[int], int]:
     """The encoder's input for `text`: normalised pieces + EOS, at most `max_len` ids (see input_ids)."""
     return input_ids(tokenizer, read_input(tokenizer, text, max_len), max_len, eos_id)

@@ -5,7 +5,8 @@ each training corpus, rebuilt from what the card records (the corpora must be at
 scored by BLEU and chrF overall, per corpus, by source length in words, and per corpus and length. Translation can
 also be scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way, and on "clauses":
 two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
-that drops a sentence's second clause loses BLEU.
+that drops a sentence's second clause loses BLEU. induction (a language model): its in-context numbers on a probe of
+repeated random characters (transformer/induction.py).
 """
 from __future__ import annotations
 
@@ -24,15 +25,16 @@ from .checkpoint import CARD_FILE, Checkpoint
 from .data import dev_pairs, source_ids
 from .decoding import beam_search, greedy, output_limit
 from .device import model_device
+from .induction import in_context, probe
 from .model import Transformer
 from .recipes import clause_joined_pairs, joined_pairs
-from .tasks import DATE_FORMATS, REVERSE_MAX_LENGTH, date_example, reverse_example
+from .tasks import DATE_FORMATS, LANGUAGE_MODEL_TASKS, REVERSE_MAX_LENGTH, date_example, reverse_example
 from .tokenizer import Tokenizer
 
-METRICS = {"reverse": "exact_match", "dates": "exact_match", "translate": "bleu"}
+METRICS = {"reverse": "exact_match", "dates": "exact_match", "translate": "bleu", "induction": "repeat_accuracy"}
 # The quality each shipped task must reach: synthetic tasks in EVERY case (each length, each format), translation
 # as corpus BLEU on the dev split.
-FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0}
+FLOORS = {"reverse": 0.995, "dates": 0.99, "translate": 35.0, "induction": 0.8}
 FRESH_SEED = 20261122  # fresh test inputs: a seed no training run uses
 LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words: translation by length
 JOINED_DEV_PAIRS = 1000  # long translation inputs made by joining dev pairs
@@ -188,6 +190,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     checkpoint = Checkpoint(args.checkpoint)
+    if checkpoint.card.task in LANGUAGE_MODEL_TASKS:
+        measured = in_context(checkpoint.model, probe(checkpoint.tgt_tokenizer, checkpoint.config.bos_id))
+        print(f"{checkpoint.name}: " + ", ".join(f"{name} = {value:.4f}" for name, value in measured.items()))
+        verdict = "meets" if measured["repeat_accuracy"] >= FLOORS[checkpoint.card.task] else "MISSES"
+        print(f"repeat accuracy {verdict} the floor of {FLOORS[checkpoint.card.task]}")
+        return
     start = time.perf_counter()
     cases = evaluation_cases(checkpoint, args.per_case, args.data)
     if args.joined:

@@ -3,6 +3,9 @@
 - reverse: "attention42" -> "24noitnetta". The ideal attention map is an anti-diagonal.
 - dates:   "Wednesday, March 3, 2021" -> "2021-03-03". Each output character has to look at one
            or two input tokens that move around with the format, which makes the attention readable.
+- induction: a language model's text (no input): random characters with a stretch of them repeated, which only
+           looking back at the first occurrence predicts. A decoder-only model learns it with a previous-token head
+           and an induction head (Olsson et al. 2022), which appear suddenly during training.
 """
 
 from __future__ import annotations
@@ -113,12 +116,42 @@ def date_example(rng: random.Random, fmt: str | None = None) -> tuple[str, str]:
     return format_date(d, fmt), d.isoformat()
 
 
+# ----------------------------------------------------------------------------- induction
+
+# Mostly lower-case letters, as typed text is; the rest so that a typed sentence's characters are in the vocabulary.
+INDUCTION_CHARACTERS = string.ascii_lowercase * 4 + string.ascii_uppercase + string.digits + ".,;:!?'-()"
+INDUCTION_SEGMENT = (8, 24)  # characters of the stretch that is repeated
+INDUCTION_FILLER = 5  # at most this many random characters before the stretch and between its two occurrences
+INDUCTION_MAX_LENGTH = 2 * INDUCTION_SEGMENT[1] + 2 * INDUCTION_FILLER + 3  # 61 with the joining spaces
+
+
+def random_text(rng: random.Random, length: int) -> str:
+    """`length` characters of random words (1-7 characters from INDUCTION_CHARACTERS) separated by single spaces."""
+    text = ""
+    while len(text) < length:
+        text += ("" if not text else " ") + "".join(rng.choice(INDUCTION_CHARACTERS)
+                                                    for _ in range(rng.randint(1, 7)))
+    return text[:length].strip()
+
+
+def induction_example(rng: random.Random) -> tuple[str, str]:
+    """("", text): a language model has no input, its text is all output. The text is random words, a stretch of
+    them, a few more, and the stretch again: "Kq7 zx w(b tnm. i zx w(b tnm." Nothing but the first occurrence
+    predicts the second."""
+    segment = random_text(rng, rng.randint(*INDUCTION_SEGMENT))
+    parts = [random_text(rng, rng.randint(0, INDUCTION_FILLER)), segment,
+             random_text(rng, rng.randint(0, INDUCTION_FILLER)), segment]
+    return "", " ".join(part for part in parts if part)
+
+
 # ----------------------------------------------------------------------------- registry
 
 TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
     "reverse": reverse_training_example,
     "dates": date_example,
+    "induction": induction_example,
 }
+LANGUAGE_MODEL_TASKS = frozenset({"induction"})  # trained as decoder-only models: one text, predicted token by token
 
 
 def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:

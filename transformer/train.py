@@ -52,12 +52,14 @@ from .checkpoint import (
 from .config import TransformerConfig
 from .data import CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
 from .evaluate import METRICS, score, translate_texts
+from .induction import in_context, probe
 from .model import Transformer
 from .recipes import JOINED_PAIRS
-from .tasks import generate
+from .tasks import LANGUAGE_MODEL_TASKS, generate
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 RESUME_FILE = "resume.pt"  # training state for --resume; not part of the shipped checkpoint
+IN_CONTEXT_RECORDED = ("in_context_loss_drop", "induction_score", "previous_token_score")  # per evaluation
 
 # Per-task defaults for options left unset: small models for the synthetic tasks, a larger one for translation.
 TASK_DEFAULTS = {
@@ -67,6 +69,9 @@ TASK_DEFAULTS = {
                   max_tokens=4096, lr=1e-3, warmup=400, train_size=200_000, dev_size=2000),
     "translate": dict(d_model=256, num_heads=4, layers=3, d_ff=512, max_len=64, vocab_size=4000, steps=2400,
                       max_tokens=4096, lr=1e-3, warmup=400, train_size=0, dev_size=0),
+    # Decoder-only: `layers` is the decoder's depth. Two layers are the fewest an induction head needs.
+    "induction": dict(d_model=64, num_heads=4, layers=2, d_ff=256, max_len=64, vocab_size=96, steps=3000,
+                      max_tokens=4096, lr=1e-3, warmup=200, train_size=100_000, dev_size=1000),
 }
 DESCRIPTIONS = {
     "reverse": "Reverses a string of lowercase letters and digits (1-30 characters), character by character. "
@@ -74,6 +79,9 @@ DESCRIPTIONS = {
     "dates": "Turns a date written in one of 12 human formats (3 March 2021, 03/03/2021, Wednesday, March 3, 2021, "
              "...) into ISO YYYY-MM-DD. Watch cross-attention pick the year, month and day out of the input.",
     "translate": "Translates between the two sides of a parallel corpus.",
+    "induction": "A two-layer language model over characters, trained on random text with a stretch of it repeated: "
+                 "it continues a repeat it has seen begin, by attending back to the first occurrence. Watch a "
+                 "previous-token head (layer 0) and an induction head (layer 1) appear in the Training view.",
 }
 
 
@@ -109,7 +117,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     model = parser.add_argument_group("model")
     model.add_argument("--d-model", type=int)
     model.add_argument("--num-heads", type=int)
-    model.add_argument("--layers", type=int, help="encoder and decoder layers each")
+    model.add_argument("--layers", type=int, help="encoder and decoder layers each (a language model's decoder)")
     model.add_argument("--d-ff", type=int)
     model.add_argument("--dropout", type=float, default=0.1)
     model.add_argument("--max-len", type=int, help="longest sequence in tokens (--init-from: may be raised, for "
@@ -173,6 +181,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             setattr(args, name, value)
     if args.task == "translate" and not args.data:
         parser.error("--task translate needs --data")
+    args.shared_vocab = args.shared_vocab or args.task in LANGUAGE_MODEL_TASKS  # a language model has one vocabulary
     problem = flag_problem(args)
     if problem:
         parser.error(problem)
@@ -209,10 +218,7 @@ def flag_problem(args: argparse.Namespace) -> str:
         return f"--snapshots are fractions of the steps, from 0 to 1, got {args.snapshots}"
     if not args.init_from:  # a continued run's architecture is the earlier one's (continued_config checks max_len)
         try:
-            TransformerConfig(src_vocab_size=args.vocab_size, tgt_vocab_size=args.vocab_size, d_model=args.d_model,
-                              num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
-                              d_ff=args.d_ff, dropout=args.dropout, max_len=args.max_len, positional=args.positional,
-                              activation=args.activation)
+            model_config(args, args.vocab_size, args.vocab_size)
         except ValueError as error:
             return f"the model flags describe no model this project builds: {error}"
     return ""
@@ -286,8 +292,8 @@ def build_tokenizers(args: argparse.Namespace, folder: Path, train_pairs: list[t
         options = dict(vocab_size=args.vocab_size, seed=args.seed)
         if args.task != "translate":  # characters are the natural units of the synthetic tasks
             options.update(model_type="char", add_dummy_prefix=False)
-        if args.shared_vocab:
-            Tokenizer.train((s for pair in train_pairs for s in pair), src_path, **options)
+        if args.shared_vocab:  # (a language model's example has no input: its "" is left out)
+            Tokenizer.train((s for pair in train_pairs for s in pair if s), src_path, **options)
             tgt_path.write_bytes(src_path.read_bytes())
         else:
             Tokenizer.train((s for s, _ in train_pairs), src_path, **options)
@@ -306,7 +312,8 @@ def batch_loss(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor, lab
 
 @torch.no_grad()
 def evaluate(model: Transformer, args, examples, pairs, src_tok, tgt_tok, device) -> dict[str, float]:
-    """Dev loss (teacher-forced, no smoothing, per target token) and the task's metric on greedy decoding."""
+    """Dev loss (teacher-forced, no smoothing, per target token) and the task's metric on greedy decoding; a
+    language model's metric is its repeat accuracy on the in-context probe, whose other numbers come with it."""
     model.eval()
     loss_sum, tokens = 0.0, 0
     for batch in token_batches(examples, args.max_tokens, None):
@@ -315,6 +322,10 @@ def evaluate(model: Transformer, args, examples, pairs, src_tok, tgt_tok, device
         # Weighted by tokens: batches differ in size, and a mean of their means would depend on --max-tokens.
         loss_sum += batch_loss(model, src, tgt, 0.0).item() * batch_tokens
         tokens += batch_tokens
+    if args.task in LANGUAGE_MODEL_TASKS:
+        measured = in_context(model, probe(tgt_tok, BOS_ID).to(device))
+        model.train()
+        return {"dev_loss": loss_sum / tokens, "dev_metric": measured["repeat_accuracy"], **measured}
     predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in pairs])
     model.train()
     return {"dev_loss": loss_sum / tokens, "dev_metric": score(args.task, predictions, [t for _, t in pairs])}
@@ -344,13 +355,17 @@ def setup_distributed(args: argparse.Namespace) -> tuple[int, int, torch.device]
     return world, rank, device
 
 
-def build_config(args: argparse.Namespace, src_tok: Tokenizer, tgt_tok: Tokenizer) -> TransformerConfig:
-    """The architecture the options describe."""
+def model_config(args: argparse.Namespace, src_vocab_size: int, tgt_vocab_size: int) -> TransformerConfig:
+    """The architecture the options describe: an encoder-decoder, or a decoder-only model for a language-model
+    task."""
+    language_model = args.task in LANGUAGE_MODEL_TASKS
     return TransformerConfig(
-        src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=args.d_model,
-        num_heads=args.num_heads, num_encoder_layers=args.layers, num_decoder_layers=args.layers, d_ff=args.d_ff,
-        dropout=args.dropout, max_len=args.max_len, norm_first=args.norm_first, positional=args.positional,
-        activation=args.activation, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, share_embeddings=args.shared_vocab,
+        src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=args.d_model,
+        num_heads=args.num_heads, num_encoder_layers=0 if language_model else args.layers,
+        num_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout, max_len=args.max_len,
+        norm_first=args.norm_first, positional=args.positional, activation=args.activation, pad_id=PAD_ID,
+        bos_id=BOS_ID, eos_id=EOS_ID, share_embeddings=args.shared_vocab,
+        stacks="decoder-only" if language_model else "encoder-decoder",
     )
 
 
@@ -406,7 +421,7 @@ def main(argv: list[str] | None = None) -> Transformer:
             world, rank, device = setup_distributed(args)
             torch.manual_seed(args.seed)
             src_tok, tgt_tok = build_tokenizers(args, folder, train_pairs, rank)
-            config = config or build_config(args, src_tok, tgt_tok)
+            config = config or model_config(args, src_tok.vocab_size, tgt_tok.vocab_size)
             args.max_len = config.max_len
             trainer = Trainer(args, folder, config, world, rank, device, src_tok, tgt_tok, train_pairs, dev_by_corpus,
                               initial, saved)
@@ -503,14 +518,16 @@ class Trainer:
         return evaluate(self.model, self.args, self.dev_eval_examples[:size], self.dev_eval_pairs[:size], self.src_tok,
                         self.tgt_tok, self.device)
 
-    def save_snapshot(self, metric: float) -> None:
+    def save_snapshot(self, metrics: dict[str, float]) -> None:
+        """The weights now, as a snapshot; its card entry holds the dev metric (and a language model's in-context
+        numbers)."""
         step = self.progress.step_offset + self.progress.step
         name = f"step_{step:06d}"
         if any(s["name"] == name for s in self.progress.snapshots):
             return
         save_state_dict(self.model, self.folder / SNAPSHOT_DIR / f"{name}.pt", half=True)
         self.progress.snapshots.append({"name": name, "step": step, "fraction": round(step / self.total_steps, 4),
-                                        "dev_metric": round(metric, 4)})
+                                        **in_context_entry(metrics), "dev_metric": round(metrics["dev_metric"], 4)})
 
     def keep_weights(self) -> None:
         """The current weights become the checkpoint's (--keep)."""
@@ -522,7 +539,7 @@ class Trainer:
         --resume."""
         metrics, progress = self.evaluate(), self.progress
         entry = {"step": progress.step_offset + progress.step, "dev_loss": round(metrics["dev_loss"], 4),
-                 "dev_metric": round(metrics["dev_metric"], 4)}
+                 "dev_metric": round(metrics["dev_metric"], 4), **in_context_entry(metrics)}
         if train_loss is not None:
             entry["train_loss"] = round(train_loss, 4)
         if not any(e["step"] == entry["step"] for e in progress.history):
@@ -531,7 +548,7 @@ class Trainer:
             progress.best_metric = metrics["dev_metric"]
             self.keep_weights()
         if self.thresholds:
-            self.save_snapshot(metrics["dev_metric"])
+            self.save_snapshot(metrics)
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "progress": vars(progress),
                  "rng": torch.get_rng_state()}
         save_atomically(lambda temporary: torch.save(state, temporary), self.folder / RESUME_FILE)
@@ -542,7 +559,7 @@ class Trainer:
         """One optimizer step on the examples `batch`; its loss."""
         args, progress = self.args, self.progress
         if self.rank == 0 and progress.step in self.snapshot_at:
-            self.save_snapshot(self.evaluate(None if self.thresholds else 200)["dev_metric"])  # fixed: a quick figure
+            self.save_snapshot(self.evaluate(None if self.thresholds else 200))  # fixed: a quick figure
         src, tgt = (t.to(self.device) for t in collate([self.train_examples[i] for i in batch], PAD_ID))
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(progress.step + 1, args.lr, args.warmup, args.steps, args.cooldown)
@@ -605,6 +622,12 @@ class Trainer:
                    self.src_tok, self.tgt_tok, self.initial)
 
 
+def in_context_entry(metrics: dict[str, float]) -> dict[str, float]:
+    """What a language model's history and snapshot entries record besides the dev metric: the in-context loss drop
+    and the heads' induction and previous-token scores (none for other tasks)."""
+    return {name: round(metrics[name], 4) for name in IN_CONTEXT_RECORDED if name in metrics}
+
+
 def write_card(args, folder: Path, world, device, progress: Progress, train_pairs, dev_by_corpus, src_tok, tgt_tok,
                initial: Checkpoint | None) -> None:
     """Final metric of the kept weights on the whole dev set (and on each corpus's, when there are several), and
@@ -614,12 +637,16 @@ def write_card(args, folder: Path, world, device, progress: Progress, train_pair
     model = Transformer(config)
     model.load_state_dict(torch.load(folder / WEIGHTS_FILE, weights_only=True))
     model.to(device).eval()  # decode the dev split where training ran, then save from the CPU
-    predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
+    if args.task in LANGUAGE_MODEL_TASKS:
+        measured = in_context(model, probe(tgt_tok, BOS_ID).to(device))
+        metric, metrics = measured["repeat_accuracy"], in_context_entry(measured)
+    else:
+        predictions = translate_texts(model, src_tok, tgt_tok, [s for s, _ in dev_pairs])
+        metric, metrics = score(args.task, predictions, [t for _, t in dev_pairs]), {}
     model.cpu()
-    metric = score(args.task, predictions, [t for _, t in dev_pairs])
-    metrics = {f"dev_{METRICS[args.task]}": round(metric, 4), "train_pairs": len(train_pairs),
+    metrics = {f"dev_{METRICS[args.task]}": round(metric, 4), **metrics, "train_pairs": len(train_pairs),
                "dev_pairs": len(dev_pairs)}
-    if len(dev_by_corpus) > 1:
+    if len(dev_by_corpus) > 1:  # (translation only: synthetic tasks have one dev set)
         start = 0
         for name, pairs in dev_by_corpus.items():
             metrics[f"dev_{METRICS[args.task]}_{name}"] = round(
@@ -633,7 +660,8 @@ def write_card(args, folder: Path, world, device, progress: Progress, train_pair
     training = {key: ([str(spec) for spec in value] if key in ("data", "dev_data") and value
                       else str(value) if isinstance(value, Path) else value)
                 for key, value in vars(args).items() if key not in ("argv", "max_len_given", "replace")}
-    training["longest_source_tokens"] = max(len(source_ids(src_tok, s, 10**9)[0]) - 1 for s, _ in train_pairs)
+    inputs = [t if args.task in LANGUAGE_MODEL_TASKS else s for s, t in train_pairs]  # a language model's: its text
+    training["longest_source_tokens"] = max(len(source_ids(src_tok, text, 10**9)[0]) - 1 for text in inputs)
     if initial:
         command = f"{initial.card.training_command}\n{command}"
         # The architecture and vocabularies are the earlier run's, whatever this run's defaults for them say.
@@ -648,7 +676,8 @@ def write_card(args, folder: Path, world, device, progress: Progress, train_pair
         or (f"The corpus {' '.join(map(str, args.data))} (no --data-credit given)." if args.task == "translate"
             else generated),
         metrics=metrics,
-        examples=args.examples or (initial.card.examples if initial else [s for s, _ in dev_pairs[:8]]),
+        examples=args.examples or (initial.card.examples if initial else [t if args.task in LANGUAGE_MODEL_TASKS
+                                                                             else s for s, t in dev_pairs[:8]]),
         training_command=command,
         wall_time_s=round(progress.elapsed_s, 1),
         machine=machine,

@@ -12,6 +12,7 @@ from .theme import Theme, apply_theme
 # (role, statistic, threshold): a head gets the first role whose statistic is above its threshold, else "".
 # The thresholds are deliberately high, so a role is named only where one pattern clearly dominates.
 ROLE_RULES = (
+    ("induction", "induction_share", 0.5),
     ("previous-token", "previous_share", 0.5),
     ("diagonal", "diagonal_share", 0.5),
     ("first-token/positional sink", "first_share", 0.5),
@@ -38,6 +39,9 @@ def head_statistics(stacks: Mapping[str, ArrayLike], q_tokens_by_kind: Mapping[s
       mean_distance: sum_k w * |q - k|, in positions. For cross-attention q and k index different sequences.
       diagonal_share: w[q, q], over rows q that have key q.
       previous_share: w[q, q-1], over rows q >= 1 that have key q-1 (the first row has no previous token).
+      induction_share: self-attention only: the summed weight on the keys just after an earlier occurrence of the
+        query's token, over rows whose token occurred before (the induction score of Olsson et al. 2022: a head
+        that finds where this token was and looks at what came next, to copy it).
       first_share: w[q, 0].  eos_share / pad_share: summed weight on keys "</s>" / "<pad>".
       mean_max_weight: the row's largest weight (1 = the head always looks at one key).
     role: first of ROLE_RULES that the head's statistics pass, else "".
@@ -46,13 +50,13 @@ def head_statistics(stacks: Mapping[str, ArrayLike], q_tokens_by_kind: Mapping[s
     for kind, stack, q_tokens, k_tokens, masked in each_kind(stacks, q_tokens_by_kind, k_tokens_by_kind,
                                                              blocked_by_kind):
         for layer, head in np.ndindex(*stack.shape[:2]):
-            statistics = _head_statistics(stack[layer, head], q_tokens, k_tokens, masked)
+            statistics = _head_statistics(stack[layer, head], q_tokens, k_tokens, masked, kind != "cross")
             role = next((r for r, column, threshold in ROLE_RULES if statistics[column] > threshold), "")
             rows.append({"kind": kind, "layer": layer, "head": head, **statistics, "role": role})
     return pd.DataFrame(rows)
 
 
-def _head_statistics(weights, q_tokens, k_tokens, masked) -> dict[str, float]:
+def _head_statistics(weights, q_tokens, k_tokens, masked, self_attention: bool) -> dict[str, float]:
     q_len, k_len = weights.shape
     query = np.arange(q_len)
     may_attend = (~masked).sum(axis=1)
@@ -65,12 +69,19 @@ def _head_statistics(weights, q_tokens, k_tokens, masked) -> dict[str, float]:
     def mean(values, which=rows):
         return float(np.mean(values[which])) if which.any() else float("nan")
 
+    # after_repeat[q, k]: key k follows an earlier occurrence (at k - 1 < q) of query q's token.
+    after_repeat = np.zeros((q_len, k_len), dtype=bool)
+    if self_attention:
+        earlier = np.arange(k_len)[None, 1:] - 1 < query[:, None]  # (q_len, k_len - 1): key k - 1 is before q
+        after_repeat[:, 1:] = (np.array(q_tokens, dtype=object)[:, None] == k_tokens[None, :-1]) & earlier
+
     return {
         "entropy": mean(entropy),
         "entropy_normalised": mean(entropy / np.log(np.maximum(may_attend, 2))),  # (1-key rows are left out)
         "mean_distance": mean((weights * distance).sum(axis=1)),
         "diagonal_share": mean(weights[query, np.minimum(query, k_len - 1)], has_diagonal),
         "previous_share": mean(weights[query, np.clip(query - 1, 0, k_len - 1)], has_previous),
+        "induction_share": mean((weights * after_repeat).sum(axis=1), rows & after_repeat.any(axis=1)),
         "first_share": mean(weights[:, 0]),
         "eos_share": mean(weights[:, k_tokens == EOS_TOKEN].sum(axis=1)),
         "pad_share": mean(weights[:, k_tokens == PAD_TOKEN].sum(axis=1)),
