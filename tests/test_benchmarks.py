@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from benchmarks import app_latency, browser, capture, decoding, memory, model_view, sessions, training
+from benchmarks import app_latency, browser, capture, decoding, lecture_deck, memory, model_view, sessions, training
 from benchmarks.chromium import CHROMIUM
 from deploy.server import ROOT
 
-WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view]
+WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view, lecture_deck]
 MEASURED = WITH_TARGETS + [memory, sessions]
 
 

@@ -30,13 +30,15 @@ from benchmarks.load import (
     Page,
     SessionLog,
     Tally,
+    deck_table,
     none_inside_another,
+    run_deck,
     run_load,
     typed_inputs,
     verify,
 )
 from deploy.server import streamlit_server
-from helpers import LOADABLE, checkpoints_folder
+from helpers import LOADABLE, ROOT, checkpoints_folder
 from transformer import load_checkpoint
 from ui.shared import CLOSED_FIGURE_BYTES
 from ui.views import BY_KEY
@@ -108,6 +110,21 @@ def test_the_server_keeps_what_closed_sessions_built_within_a_bound(tmp_path):
     # the session's own result, and the closed ones' within their bound (the one just closed may not count as closed
     # yet when the next session builds)
     assert max(held) <= CLOSED_FIGURE_BYTES + 2 * result_bytes, held
+
+
+def test_a_room_follows_the_shipped_deck_on_a_warmed_and_a_cold_server(tmp_path):
+    """--deck's short form: two students, the deck's first two slides, on both servers."""
+    result = run_deck(ROOT / "checkpoints", students=2, slides=2, log_dir=tmp_path)
+    assert result["errors"] == []
+    assert result["views"] == ["positional", "attention"]
+    for name in ("warmed", "not_warmed"):
+        assert result[name]["waits"] == 2 * 2 and len(result[name]["p95_by_slide_s"]) == 2
+        assert all(seconds > 0 for seconds in result[name]["p95_by_slide_s"] + result[name]["lecturer_s"])
+    assert result["warmed"]["warm_up_s"] > 0 and result["not_warmed"]["warm_up_s"] == 0
+    warmed = (tmp_path / "streamlit-deck-warmed.log").read_text()
+    assert "Warmed the deck `attention-step-by-step`: 2 slides in" in warmed  # the deck cut to the slides shown
+    assert result["median_ratio"] > 0 and result["worst_ratio"] > 0
+    assert "2 attention" in deck_table(result)
 
 
 def client_of(kind: type) -> Client:

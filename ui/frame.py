@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import passes, presenter, screen, state, turns
+from . import passes, presenter, screen, state, turns, warm
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 
@@ -82,3 +82,5 @@ def draw_page() -> None:
             notices.warning(message, icon="🔗")
         st.session_state.url_notices = []
         state.sync()
+    if deck is not None:  # the deck's other slides drawn in the background, once this page is
+        warm.deck(st.session_state.deck, deck, st.session_state.slide)
