@@ -1,5 +1,5 @@
-"""Take the screenshots of the README and docs/methods.md again from the shipped checkpoints:
-`python docs/screenshots.py`.
+"""Take the screenshots of the README and docs/ again from the shipped checkpoints:
+`python docs/screenshots.py` (or only some: `python docs/screenshots.py screenshot-induction.png`).
 
 Each is a link to the app (checkpoint, view and input in its query), opened in headless Chromium at the viewport the
 README's image has, against `streamlit run` on 127.0.0.1; look at them before committing."""
@@ -28,14 +28,22 @@ SHOTS = {  # file name: (viewport, link)
     "screenshot-inside.png": ((1280, 720), {"view": "inside", "kind": "decoder.cross", "layer": 1, "head": 1,
                                             "query": 2, "inside_step": 2, "lecture": 1, "text": (
         "When the teacher opened the wooden door, the students quietly walked into the bright classroom.")}),
+    "screenshot-induction.png": ((1400, 1400), {"checkpoint": "induction", "view": "training", "kind": "decoder.self",
+                                                "layer": 1, "head": 3, "lecture": 1,
+                                                "text": "xq7 bnz tt0 kz9 xq7 bnz"}),
 }
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
+    unknown = sorted(set(names) - set(SHOTS))
+    if unknown:
+        raise SystemExit(f"no screenshot named {', '.join(unknown)}; the shots are {', '.join(SHOTS)}")
     docs = ROOT / "docs"
     with streamlit_server(ROOT / "checkpoints", docs / "streamlit.log") as (url, _), sync_playwright() as playwright:
         browser = launch_chromium(playwright)
         for name, ((width, height), link) in SHOTS.items():
+            if names and name not in names:
+                continue
             page = browser.new_page(viewport={"width": width, "height": height})
             page.goto(f"{url}?{urlencode({'checkpoint': 'eng-fra', **link})}")
             page.wait_for_timeout(SETTLE_MS)
@@ -46,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

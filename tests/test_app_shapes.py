@@ -1,11 +1,14 @@
-"""The app on converted models of the other shapes: every view of the registry opens a GPT-2 (decoder-only), BERT
-(encoder-only) and BART (encoder-decoder) checkpoint without an error, and offers only the attention kinds the model
-has. The models are random and small (tests/families.py), converted by the real command."""
+"""The app on models of the other shapes: every view of the registry opens a GPT-2 (decoder-only), BERT
+(encoder-only) and BART (encoder-decoder) checkpoint, and the shipped decoder-only `induction`, without an error, and
+offers only the attention kinds the model has. The converted models are random and small (tests/families.py),
+converted by the real command."""
 from __future__ import annotations
+
+import shutil
 
 import pytest
 
-from helpers import outputs
+from helpers import ROOT, outputs
 from transformer import load_checkpoint
 from transformer.convert import main
 from ui.views import VIEWS
@@ -14,16 +17,20 @@ pytest.importorskip("transformers", reason="the converted folders are written wi
 from families import save_family  # after the skip
 
 pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
-KINDS = {"gpt2": ["decoder.self"], "bert": ["encoder.self"], "bart": ["encoder.self", "decoder.self", "decoder.cross"]}
-TEXTS = {"gpt2": "Paris is the capital", "bert": "Paris is the [MASK] of France.", "bart": "Paris is the capital"}
+KINDS = {"gpt2": ["decoder.self"], "bert": ["encoder.self"], "bart": ["encoder.self", "decoder.self", "decoder.cross"],
+         "induction": ["decoder.self"]}
+TEXTS = {"gpt2": "Paris is the capital", "bert": "Paris is the [MASK] of France.", "bart": "Paris is the capital",
+         "induction": "attention is all you need. attention is"}
+CONVERTED = ("gpt2", "bert", "bart")
 
 
 @pytest.fixture(scope="module")
 def app_checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("shapes")
-    for family in KINDS:
+    for family in CONVERTED:
         save_family(family, root / "hf" / family)
         main([family, str(root / "hf" / family), str(root / "checkpoints" / family)])
+    shutil.copytree(ROOT / "checkpoints" / "induction", root / "checkpoints" / "induction")
     return root / "checkpoints"
 
 
@@ -77,3 +84,16 @@ def test_a_target_is_not_used_without_an_encoder_decoder_pair(app, family):
     at = app(checkpoint=family, view="attention", text=TEXTS[family], target="Paris is")
     assert not at.exception, [error.value for error in at.exception]
     assert any("The target is not used" in info.value for info in at.sidebar.info)
+
+
+def test_the_induction_models_views_show_its_induction_heads(app):
+    """The Heads view names a layer-1 head "induction" on a typed repeat; the Training view offers its four snapshots
+    and the final model."""
+    at = app(checkpoint="induction", view="heads", text=TEXTS["induction"])
+    table = at.dataframe[0].value
+    best = table.loc[table["induction_share"].idxmax()]
+    assert (best["layer"], best["role"]) == (1, "induction") and best["induction_share"] > 0.5
+    at = app(checkpoint="induction", view="training", text=TEXTS["induction"])
+    assert not at.exception, [error.value for error in at.exception]
+    assert len(at.select_slider(key="snapshot").options) == 5
+    assert set(outputs(at)) == {"all you need."}  # the output, and the output at the chosen snapshot (the final)

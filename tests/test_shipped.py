@@ -3,6 +3,7 @@ floors the README promises, and the card's examples translate to what was checke
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 
 import pytest
@@ -10,9 +11,10 @@ import torch
 
 from helpers import ROOT, SHARED
 from transformer import TransformerConfig, load_checkpoint
+from transformer.capture import capture
 from transformer.checkpoint import CARD_FILE, CONFIG_FILE
 from transformer.data import read_parallel, split_dev, words
-from transformer.decoding import beam_search
+from transformer.decoding import beam_search, greedy
 from transformer.evaluate import (
     FLOORS,
     METRICS,
@@ -23,14 +25,21 @@ from transformer.evaluate import (
     score,
     translate_texts,
 )
+from transformer.induction import head_scores, in_context, probe
+from viz.stats import head_statistics
 
-SHIPPED = ("dates", "eng-fra", "reverse", "reverse-1layer")
+SHIPPED = ("dates", "eng-fra", "induction", "reverse", "reverse-1layer")
 # Shipped to be compared with a partner (the app's Compare -> two checkpoints): the same vocabulary and data, one idea
 # changed, and below the task's floor on purpose (what the changed idea costs is the lesson).
 COMPARISONS = {"reverse-1layer": ("reverse", {"num_encoder_layers": 1, "num_decoder_layers": 1})}
 CHECK_SEED = 4242  # fresh inputs of neither training nor the recorded evaluation (transformer.evaluate.FRESH_SEED)
 # Each card's examples, with the outputs a person checked (decoded as the card says: eng-fra uses beam 4): reverse is
-# known; dates and French read by hand.
+# known; dates and French read by hand; the language model's continuation begins with the rest of the repeat.
+INDUCTION_EXPECTED = {"attention is all you need. attention is": "all you need.",
+                      "one two three four five, one two": "three four five,",
+                      "Paris London Rome Berlin. Paris London": "Rome Berlin.",
+                      "lorem ipsum dolor sit amet. lorem ipsum": "dolor sit amet.",
+                      "Alice met Bob at noon. Alice met": "Bob at noon.", "xq7 bnz tt0 kz9 xq7 bnz": "tt0 kz9"}
 EXPECTED = {
     "reverse": None,  # the example reversed
     "reverse-1layer": None,
@@ -46,6 +55,7 @@ EXPECTED = {
                 "Do you speak French?": "Parlez-vous français ?",
                 "Tom is taller than Mary.": "Tom est plus grand que Mary.",
                 "It is raining today.": "Il pleut aujourd'hui."},
+    "induction": INDUCTION_EXPECTED,
 }
 
 
@@ -66,27 +76,39 @@ def test_card_and_config_are_valid_and_agree_with_the_weights(shipped):
     assert json.loads((folder / CARD_FILE).read_text())["name"] == card.name == shipped.name
     assert card.parameters == shipped.model.num_parameters()
     assert card.task in FLOORS and card.examples and card.description and card.data and card.training_command
-    recorded = card.metrics.get("fresh_exact_match_worst_case", card.metrics.get("dev_bleu"))
+    recorded = next((card.metrics[name] for name in ("fresh_exact_match_worst_case", "dev_bleu", "dev_repeat_accuracy")
+                     if name in card.metrics), None)
     floor = 0.5 if shipped.name in COMPARISONS else FLOORS[card.task]  # a comparison model still works, mostly
     assert recorded is not None and recorded >= floor  # the figure the README quotes meets its floor
     assert [s["step"] for s in card.history] == sorted(s["step"] for s in card.history)
     assert shipped.snapshot_names()
     for name in shipped.snapshot_names():
         snapshot = shipped.load_snapshot(name)
-        assert snapshot.config == config and snapshot.encoder.embed.token.weight.dtype == torch.float32
+        embedding = (snapshot.encoder or snapshot.decoder).embed.token.weight
+        assert snapshot.config == config and embedding.dtype == torch.float32
 
 
 def test_the_examples_translate(shipped):
     expected = EXPECTED[shipped.name]
     for example in shipped.card.examples:
         want = example[::-1] if expected is None else expected[example]
-        assert shipped.translate(example).text == want, example
+        if shipped.config.stacks == "decoder-only":  # it goes on after the repeat: its first pieces are checked
+            assert shipped.translate(example).text.startswith(want), example
+        else:
+            assert shipped.translate(example).text == want, example
 
 
 def test_cached_beam_search_equals_full_re_runs_on_the_examples(shipped):
-    """On eng-fra a beam search whose cache did not follow its beams changed 2 of 6 outputs."""
+    """On eng-fra a beam search whose cache did not follow its beams changed 2 of 6 outputs. (A language model
+    continues its prompt greedily: the same check, without beams.)"""
     texts = shipped.card.examples
     ids = [shipped.encode(text) for text in texts]
+    if shipped.config.stacks == "decoder-only":
+        for row_ids in ids:  # one prompt at a time: a decoder-only model's prompts are rows of one length
+            src = torch.tensor([row_ids])
+            assert torch.equal(greedy(shipped.model, src, len(row_ids) + 20),
+                               greedy(shipped.model, src, len(row_ids) + 20, use_cache=False))
+        return
     src = torch.full((len(ids), max(map(len, ids))), shipped.model.config.pad_id)
     for row, row_ids in enumerate(ids):
         src[row, :len(row_ids)] = torch.tensor(row_ids)
@@ -175,3 +197,33 @@ def test_eng_fra_knows_which_words_it_never_trained_on():
     assert checkpoint.source_words == {word for source, _ in train_pairs for word in words(source)}
     assert checkpoint.unseen_words("We are going to visit our grandparents next weekend.") == ["grandparents"]
     assert all(checkpoint.unseen_words(example) == [] for example in checkpoint.card.examples)
+
+
+def test_the_induction_snapshots_show_in_context_learning_appear():
+    """Its card's in-context numbers per snapshot are those its weights give, and they rise across training: the
+    loss drop on a repeat from about nothing to most of the loss, an induction head (layer 1) from none to one that
+    the Heads view names, after a previous-token head (layer 0) to read from."""
+    checkpoint = load_checkpoint(ROOT / "checkpoints" / "induction")
+    ids = probe(checkpoint.tgt_tokenizer, checkpoint.config.bos_id)
+    snapshots = sorted(checkpoint.card.snapshots, key=lambda s: s["step"])
+    measured = [in_context(checkpoint.load_snapshot(s["name"]), ids) for s in snapshots]
+    final = in_context(checkpoint.model, ids)
+    for snapshot, numbers in zip(snapshots, measured):
+        for name in ("in_context_loss_drop", "induction_score", "previous_token_score"):
+            assert snapshot[name] == pytest.approx(numbers[name], abs=0.02), (snapshot["name"], name)  # fp16 weights
+    drops = [numbers["in_context_loss_drop"] for numbers in measured + [final]]
+    scores = [numbers["induction_score"] for numbers in measured + [final]]
+    for earlier, later in zip(drops + scores, drops[1:] + [math.inf] + scores[1:]):
+        assert later >= earlier - 0.02  # rising (before the jump both stay at their start, within noise)
+    assert drops[0] < 0.2 and scores[0] < 0.1 and drops[-1] > 2.0 and scores[-1] > 0.5
+    assert final["repeat_accuracy"] >= FLOORS["induction"]
+    induction, previous = head_scores(checkpoint.model, ids)  # (layers, heads)
+    assert int(induction.max(dim=1).values.argmax()) == 1 and int(previous.max(dim=1).values.argmax()) == 0
+    row = ids[0]
+    with torch.no_grad(), capture(checkpoint.model) as record:
+        checkpoint.model(None, row[None])
+    pieces = checkpoint.tgt_tokenizer.pieces(row.tolist())
+    table = head_statistics({"decoder self": record.stack("decoder.self").numpy()}, {"decoder self": pieces},
+                            {"decoder self": pieces})
+    assert table.loc[table["induction_share"].idxmax(), "layer"] == 1
+    assert "induction" in set(table["role"])

@@ -448,6 +448,20 @@ class Checkpoint:
         kept = ids if len(ids) <= room else ids[: room - len(closing)] + closing
         return kept, len(ids) - len(kept)
 
+    def input_room(self) -> tuple[int, str]:
+        """The most pieces of an input this model reads (max_len allowing), and what the tokens around them are: an
+        encoder's </s>; a language model's <s> (ours) and one token at least to continue; a converted tokenizer's own
+        special tokens."""
+        max_len = self.config.max_len
+        if self.config.stacks == "decoder-only":
+            if isinstance(self.src_tokenizer, JsonTokenizer):
+                return max_len - 1, "with one to continue"
+            return max_len - 2, "with <s> and one to continue"
+        if isinstance(self.src_tokenizer, JsonTokenizer):  # [CLS] ... [SEP], <s> ... </s>
+            specials = len(self.src_tokenizer.encode_with_specials("a")) - len(self.src_tokenizer.encode("a"))
+            return max_len - specials, "with its special tokens"
+        return max_len - 1, "with </s>"
+
     def unseen_words(self, text: str | InputText) -> list[str]:
         """The words of `text` (as this model reads it) that its training sources never contain, each once, in
         order; [] when the checkpoint has no word list."""
@@ -504,10 +518,8 @@ class Checkpoint:
         trained on, years outside the training range, words never seen, pieces the vocabulary lacks."""
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
-        reads = f"at most {self.config.max_len - 1} pieces (max_len {self.config.max_len} tokens with </s>)"
-        if self.config.stacks == "decoder-only" and not isinstance(self.src_tokenizer, JsonTokenizer):
-            reads = (f"at most {self.config.max_len - 2} pieces (max_len {self.config.max_len} tokens with <s> and one "
-                     "to continue)")
+        pieces, around = self.input_room()
+        reads = f"at most {pieces} pieces (max_len {self.config.max_len} tokens {around})"
         if self.pass_len < self.config.max_len:  # the memory budget, not the model, sets the limit
             reads = (f"at most {self.pass_len - 1} pieces here: a pass over more would record more attention "
                      f"({self.config.num_encoder_layers} + {self.config.num_decoder_layers} layers x "

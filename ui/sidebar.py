@@ -73,8 +73,8 @@ def choose_checkpoint() -> str | None:
                    + (f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · " if config.cross_attention
                       else f"{config.stacks}, {config.num_encoder_layers or config.num_decoder_layers} layers · ")
                    + f"{config.num_heads} heads · "
-                   f"d_model {config.d_model} · max_len {config.max_len} tokens (input: "
-                   f"{config.max_len - 1} pieces + </s>)")
+                   f"d_model {config.d_model} · max_len {config.max_len} tokens (input: at most "
+                   "{} pieces {})".format(*checkpoint.input_room()))
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
             metrics = tuple(plain(metric.replace("_", " ")) for metric in card.metrics)  # st.table's cells are Markdown
             values = tuple(plain(metric_text(value)) for value in card.metrics.values())
