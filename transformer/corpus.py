@@ -48,6 +48,7 @@ STATISTICS = {
     "mean_distance": "Σ w·|q - k|, in positions",
     "diagonal_share": "weight on key q (rows that have one)",
     "previous_share": "weight on key q - 1 (rows q >= 1)",
+    "induction_share": "self-attention: weight on the keys after an earlier occurrence of the query's token",
     "first_share": "weight on key 0",
     "eos_share": "weight on </s> keys",
     "punctuation_share": "weight on keys that are punctuation pieces",
@@ -65,23 +66,38 @@ def punctuation_pieces(tokenizer: Tokenizer) -> torch.Tensor:
     return torch.tensor([is_punctuation(tokenizer.id_to_piece(i)) for i in range(tokenizer.vocab_size)])
 
 
+def after_repeat(ids: torch.Tensor) -> torch.Tensor:
+    """(batch, len, len) bool, for self-attention over `ids` (batch, len): key k follows an earlier occurrence (at
+    k - 1 < q) of query q's token: where an induction head looks."""
+    length = ids.size(1)
+    marks = torch.zeros(ids.size(0), length, length, dtype=torch.bool)
+    earlier = torch.arange(1, length)[None, :] - 1 < torch.arange(length)[:, None]  # (len, len - 1)
+    marks[:, :, 1:] = (ids[:, :, None] == ids[:, None, :-1]) & earlier
+    return marks
+
+
 def attention_statistics(weights: torch.Tensor, allowed: torch.Tensor, real_queries: torch.Tensor,
-                         eos_keys: torch.Tensor, punctuation_keys: torch.Tensor) -> dict[str, torch.Tensor]:
+                         eos_keys: torch.Tensor, punctuation_keys: torch.Tensor,
+                         repeat_keys: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """Per sentence and head, each of STATISTICS: (batch, heads) tensors, NaN where no row qualifies.
 
     weights (batch, heads, q_len, k_len); allowed (batch, 1, q_len, k_len) bool mask; real_queries (batch, q_len)
-    bool; eos_keys, punctuation_keys (batch, k_len) bool."""
+    bool; eos_keys, punctuation_keys (batch, k_len) bool; repeat_keys (batch, q_len, k_len) bool from after_repeat,
+    None for cross-attention (whose induction share is NaN)."""
     q_len, k_len = weights.shape[-2:]
     rows = (real_queries & (allowed.sum(dim=-1)[:, 0] > 1))[:, None, :]  # (batch, 1, q_len)
     query = torch.arange(q_len)[:, None]
     key = torch.arange(k_len)[None, :]
     entropy = -(weights * torch.log(torch.where(weights > 0, weights, 1.0))).sum(dim=-1)  # (batch, heads, q_len)
+    if repeat_keys is None:
+        repeat_keys = torch.zeros(weights.size(0), q_len, k_len, dtype=torch.bool)
     per_row = {
         "entropy": (entropy, rows),
         "mean_distance": ((weights * (query - key).abs()).sum(dim=-1), rows),
         "diagonal_share": ((weights * (query == key)).sum(dim=-1), rows & (torch.arange(q_len) < k_len)),
         "previous_share": ((weights * (query - 1 == key)).sum(dim=-1),
                            rows & (torch.arange(q_len) >= 1) & (torch.arange(q_len) <= k_len)),
+        "induction_share": ((weights * repeat_keys[:, None]).sum(dim=-1), rows & repeat_keys.any(dim=-1)[:, None]),
         "first_share": (weights[..., 0], rows),
         "eos_share": ((weights * eos_keys[:, None, None, :]).sum(dim=-1), rows),
         "punctuation_share": ((weights * punctuation_keys[:, None, None, :]).sum(dim=-1), rows),
@@ -109,7 +125,8 @@ def chunk_table(checkpoint: Checkpoint, first_sentence: int, pairs: Sequence[tup
         side = "src" if kind != "decoder.self" else "tgt"
         for layer, key in enumerate(record.keys_of(kind)):
             stats = attention_statistics(record[key], record.mask(key), queries != config.pad_id,
-                                         keys == config.eos_id, punctuation[side][keys])
+                                         keys == config.eos_id, punctuation[side][keys],
+                                         None if kind == "decoder.cross" else after_repeat(keys))
             heads = config.num_heads
             columns["sentence"] += np.repeat(np.arange(len(pairs)) + first_sentence, heads).tolist()
             columns["kind"] += [kind] * len(pairs) * heads
