@@ -823,7 +823,8 @@ def test_ablation_shows_what_the_library_computes_with_those_heads_off(app, app_
     assert outputs(at)[2] == changed.text
     np.testing.assert_allclose(changed_table["probability"], changed.probs, atol=1e-6)
     with_heads_off = [float(probs[position, label]) for position, label in enumerate(intact.output_ids)]
-    np.testing.assert_allclose(intact_table["with heads off"], with_heads_off, atol=1e-6)
+    # (The app's pass captures, so its attention runs unfused: float32 sums in another order, ~1e-6 apart.)
+    np.testing.assert_allclose(intact_table["with heads off"], with_heads_off, atol=1e-5)
     np.testing.assert_allclose(intact_table["probability"], intact.probs, atol=1e-6)
     assert np.abs(np.array(with_heads_off) - intact.probs).max() > 1e-3  # these heads matter
 
