@@ -46,6 +46,7 @@ class _Job:
     request: Request
     alive: Callable[[], bool]
     arrived: float
+    taken: bool = False  # into a batch
     done: bool = False
     result: Translation | None = None
     error: BaseException | None = None
@@ -85,6 +86,12 @@ class Batcher:
         self._changed = threading.Condition()  # a job arrived, was taken or finished
         self.batches: deque[int] = deque(maxlen=1000)  # the size of the latest batches run (tests, benchmarks)
 
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for their batch now."""
+        with self._changed:
+            return len(self._pending)
+
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] = os.environ, **options) -> Batcher:
         """$ATLAS_BATCH_SIZE: requests per batch at most (1 runs each alone); $ATLAS_BATCH_WINDOW_MS: the window."""
@@ -104,9 +111,9 @@ class Batcher:
         with self._changed:
             self._pending.append(job)
             self._changed.notify_all()  # a runner in its window counts it
-            while not job.done and job.key in self._runners:
+            while not job.taken and job.key in self._runners:
                 self._changed.wait()
-            runner = not job.done
+            runner = not job.taken
             if runner:
                 self._runners[job.key] = job
         if runner:
@@ -139,7 +146,9 @@ class Batcher:
                     break
                 if other is not job and job.checkpoint.batch_fits([member.request for member in batch + [other]]):
                     batch.append(other)
-            self._pending = [other for other in self._pending if other not in batch]
+            for member in batch:
+                member.taken = True
+            self._pending = [other for other in self._pending if not other.taken]
             del self._runners[job.key]
             self._changed.notify_all()  # the next runner, if jobs of this key are left
         left = [member for member in batch if not member.alive()]
