@@ -1,14 +1,12 @@
 """Batching across sessions (transformer.batching): translations decoded as one batch ÷ one at a time, in this
 process, at 1, 8, 32 and 64 inputs at once; and the hall of benchmarks/load.py (forty sessions typing their own
 sentences at once) served with batching on and off, with the lecture scenario beside it, each figure also as a ratio
-to one translate-and-capture alone measured in the same run."""
+to one translate-and-capture alone measured in the same run; and the hall again with K = 1, 2 app processes behind
+deploy/'s proxy, to show how the two levers combine."""
 from __future__ import annotations
 
-import contextlib
-import os
 import statistics
 import time
-from collections.abc import Iterator
 
 import torch
 
@@ -21,6 +19,7 @@ from .fixtures import app_folder, distinct_texts
 FIGURE = "batching"
 CONCURRENT = (1, 8, 32, 64)
 HALL_SESSIONS, HALL_ROUNDS = 40, 2
+PROCESSES = (1, 2)  # app processes behind deploy/'s nginx, each batching its own sessions' translations
 LECTURE_SESSIONS, LECTURE_SECONDS, LECTURE_THINK_S = 40, 30, 2
 
 
@@ -60,27 +59,12 @@ def solo_cpu_s(checkpoint: Checkpoint, texts: list[str]) -> float:
     return statistics.median(times)
 
 
-@contextlib.contextmanager
-def environment(**variables: str) -> Iterator[None]:
-    """Variables the app servers started in the block inherit (deploy.server.streamlit_server passes os.environ)."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def hall(setup: Setup) -> list[dict]:
     """The hall scenario with batching on and off, the lecture scenario beside it, and one translate-and-capture
     alone in this process (its CPU: what a new input costs when nothing else runs)."""
     if setup.smoke:  # the random model has no sentences of its own to type
         return [skipped("hall", "the smoke run's random checkpoint has no dev sentences to type")]
-    from .load import run_hall, run_load
+    from .load import batching_switch, run_hall, run_load
 
     checkpoint = load_checkpoint(setup.checkpoint)
     with torch.inference_mode():
@@ -90,9 +74,11 @@ def hall(setup: Setup) -> list[dict]:
                                 log=setup.workdir / f"hall-{batching}.log") for batching in (True, False)}
     lectures = {}
     for batching in (True, False):
-        with environment(**({} if batching else {"ATLAS_BATCH_SIZE": "1"})):
+        with batching_switch(batching):
             lectures[batching] = run_load(folder, name, LECTURE_SESSIONS, LECTURE_SECONDS, think_s=LECTURE_THINK_S,
                                           lecture=True, log=setup.workdir / f"lecture-{batching}.log")
+    proxied = {k: run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, processes=k, log=setup.workdir / f"hall-{k}.log")
+               for k in PROCESSES}
     on, off = halls[True], halls[False]
     case = f"{HALL_SESSIONS} sessions type their own dev sentences at once, {HALL_ROUNDS} rounds, on {name}"
     rows = [result("hall", "one translate-and-capture alone in this process, CPU s", solo, "s")]
@@ -116,6 +102,11 @@ def hall(setup: Setup) -> list[dict]:
                on["server_cpu_s_per_input"] / solo, "×"),
         result("hall", "p95 per new input with batching ÷ one translate-and-capture alone", on["type_p95_s"] / solo,
                "×"),
+        *[result("hall", f"{k} process(es) behind nginx, batching on: server CPU s per new input",
+                 figures["server_cpu_s_per_input"], "s", p95_s=figures["type_p95_s"],
+                 watch_p95_s=figures["watch_p95_s"], errors=figures["errors"][:5]) for k, figures in proxied.items()],
+        result("hall", "p95 per new input, 1 ÷ 2 processes behind nginx, batching on",
+               proxied[1]["type_p95_s"] / proxied[2]["type_p95_s"], "×"),
         result("hall", f"lecture: p95 s per click, {LECTURE_SESSIONS} sessions on one link, batching on",
                lectures[True]["p95_s"], "s", off_p95_s=lectures[False]["p95_s"]),
         result("hall", "lecture: p95 per click, batching on ÷ off", lectures[True]["p95_s"] / lectures[False]["p95_s"],

@@ -381,13 +381,15 @@ class HallClient(LectureClient):
             self.tally.errors.append(f"the session that only clicks: {type(error).__name__}: {error}")
 
 
-async def hall(url: str, pids: list[int], checkpoint: str, tally: Tally, *, inputs: Inputs, sessions: int,
-               rounds: int, seed: int, timeout_s: float, think_s: float) -> dict:
-    """The hall scenario (see --hall) against `url`, after a warm-up session of its own. Returns each round's
-    server CPU seconds and wall seconds, from its first input to its last page, and how many inputs it typed."""
-    warm_up = Client(-1, url, checkpoint, Tally(), inputs=inputs, seed=seed, timeout_s=WARM_UP_TIMEOUT_S, think_s=0,
-                     interactions_per_session=1)
-    await warm_up.session(SessionLog(-1), deadline=time.monotonic())
+async def hall(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, inputs: Inputs,
+               sessions: int, rounds: int, seed: int, timeout_s: float, think_s: float) -> dict:
+    """The hall scenario (see --hall) against `url`, after a warm-up session on each app process. Returns each
+    round's server CPU seconds and wall seconds, from its first input to its last page, and how many inputs it
+    typed."""
+    for app_url in app_urls:  # behind a proxy, each process directly: the proxy would pick one by the cookie
+        warm_up = Client(-1, app_url, checkpoint, Tally(), inputs=inputs, seed=seed, timeout_s=WARM_UP_TIMEOUT_S,
+                         think_s=0, interactions_per_session=1)
+        await warm_up.session(SessionLog(-1), deadline=time.monotonic())
     students = [HallClient(number, url, checkpoint, tally, inputs=inputs, seed=seed, timeout_s=timeout_s,
                            think_s=think_s, interactions_per_session=0) for number in range(sessions + 1)]
     watcher, students = students[-1], students[:-1]
@@ -423,20 +425,42 @@ async def hall(url: str, pids: list[int], checkpoint: str, tally: Tally, *, inpu
     return {"rounds": measured}
 
 
+@contextlib.contextmanager
+def server_environment(**variables: str) -> Iterator[None]:
+    """Variables the app servers started in the block get (deploy.server.streamlit_server passes on os.environ)."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def batching_switch(batching: bool):
+    """The server's environment for translations batched across sessions (its default) or each decoded alone."""
+    return server_environment(**({} if batching else {"ATLAS_BATCH_SIZE": "1"}))
+
+
 def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 40, rounds: int = 2, *,
-             batching: bool = True, seed: int = 0, timeout_s: float = TIMEOUT_S, think_s: float = 1.0,
-             log: Path | str | None = None) -> dict:
-    """The hall scenario against `streamlit run app.py` serving `checkpoints_dir`, its translations batched across
-    sessions or each decoded alone: each new input's seconds (p50, p95), the server's CPU per new input, the
-    seconds of the students' clicks and of the clicks of the session that only clicks."""
+             batching: bool = True, processes: int | None = None, seed: int = 0, timeout_s: float = TIMEOUT_S,
+             think_s: float = 1.0, log: Path | str | None = None) -> dict:
+    """The hall scenario against `streamlit run app.py` serving `checkpoints_dir` (or `processes` of them behind
+    nginx), its translations batched across sessions or each decoded alone: each new input's seconds (p50, p95),
+    the server's CPU per new input, the seconds of the students' clicks and of the clicks of the session that only
+    clicks."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
     to_type = Inputs("typed", checkpoints_dir / checkpoint_name, seed)
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(log or Path(scratch) / "streamlit.log")
-        with streamlit_server(checkpoints_dir, log, env={} if batching else {"ATLAS_BATCH_SIZE": "1"}) as (url, app):
-            measured = asyncio.run(hall(url, [app.pid], checkpoint_name, tally, inputs=to_type, sessions=sessions,
-                                        rounds=rounds, seed=seed, timeout_s=timeout_s, think_s=think_s))
+        with batching_switch(batching), serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
+            measured = asyncio.run(hall(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
+                                        sessions=sessions, rounds=rounds, seed=seed, timeout_s=timeout_s,
+                                        think_s=think_s))
     outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
     seconds = {action: [i.seconds for i in tally.interactions if i.action == action]
                for action in ("type", "head", "layer", "view", "watch")}
@@ -446,7 +470,8 @@ def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     def p95(values: list[float]) -> float:
         return float(np.percentile(values, 95)) if values else float("nan")
 
-    return {"checkpoint": checkpoint_name, "scenario": "hall", "batching": batching, "sessions": sessions,
+    return {"checkpoint": checkpoint_name, "scenario": "hall", "batching": batching, "processes": processes,
+            "sessions": sessions,
             "rounds": measured["rounds"], "inputs_typed": typed, "outputs_checked": outputs_checked,
             "errors": tally.errors, "type_p50_s": float(np.percentile(seconds["type"] or [float("nan")], 50)),
             "type_p95_s": p95(seconds["type"]), "click_p95_s": p95(clicks), "watch_p95_s": p95(seconds["watch"]),
@@ -455,8 +480,9 @@ def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
 
 
 def hall_table(result: dict) -> str:
+    where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
     rows = [f"{result['sessions']} sessions on `{result['checkpoint']}` type their own sentences at once, "
-            f"{len(result['rounds'])} round(s), batching {'on' if result['batching'] else 'off'}: "
+            f"{len(result['rounds'])} round(s), {where}, batching {'on' if result['batching'] else 'off'}: "
             f"{result['inputs_typed']} inputs, {result['outputs_checked']} outputs checked, "
             f"{len(result['errors'])} errors",
             f"new input: p50 {result['type_p50_s']:.2f} s, p95 {result['type_p95_s']:.2f} s, server CPU "
@@ -778,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hall", action="store_true", help="every session opens the lecture's link, then all type "
                         "a dev sentence of their own at once and click about it, --rounds times")
     parser.add_argument("--rounds", type=int, default=2, help="--hall: how many times the hall types (default 2)")
-    parser.add_argument("--no-batching", action="store_true", help="--hall: decode each translation alone")
+    parser.add_argument("--no-batching", action="store_true", help="--hall: decode each translation alone "
+                        "(ATLAS_BATCH_SIZE=1)")
     parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
                         "nginx, once per K given (default: 1 2), and compare their throughput")
     parser.add_argument("--churn", type=int, metavar="N", help="instead: open and close N sessions in turn and "
@@ -786,10 +813,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the whole result here")
     args = parser.parse_args(argv)
     if args.hall:
-        result = run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds,
-                          batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
-        print(hall_table(result))
-        results = [result]
+        processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
+        results = [run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds, processes=k,
+                            batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
+                   for k in processes]
+        print("\n\n".join(hall_table(result) for result in results))
     elif args.churn:
         result = run_churn(args.checkpoints, args.checkpoint, args.churn, timeout_s=args.timeout)
         print(churn_table(result))
