@@ -91,14 +91,14 @@ def requests(eng_fra, reverse) -> list[tuple[Checkpoint, str, int]]:
 def test_16_threads_get_what_each_request_gives_alone(eng_fra, reverse, monkeypatch):
     calls = requests(eng_fra, reverse)
     alone = [checkpoint.translate(text, beam_size=beam) for checkpoint, text, beam in calls]
-    batched = []  # (checkpoint, beam sizes) of each batch run
-    translate_batch = Checkpoint.translate_batch
+    batched = []  # (checkpoint, beam sizes) of each batch decoded
+    decode_batch = Checkpoint.decode_batch
 
     def recorded(self, batch, model=None):
         batched.append((self, [request.beam_size for request in batch]))
-        return translate_batch(self, batch, model)
+        return decode_batch(self, batch, model)
 
-    monkeypatch.setattr(Checkpoint, "translate_batch", recorded)
+    monkeypatch.setattr(Checkpoint, "decode_batch", recorded)
     batcher, turn = waiting_batcher()
     results = {}
 
@@ -157,25 +157,34 @@ def finish(threads: list[threading.Thread]) -> None:
 
 
 def test_an_error_reaches_only_its_own_caller(eng_fra, monkeypatch):
-    bad = TEXTS[1]
-    explained = Checkpoint._explained
+    """One input breaks the decoding of its batch, another its own capture; an empty one is refused at once."""
+    breaks_decoding, breaks_capture = TEXTS[1], TEXTS[3]
+    decode, explained = Checkpoint._decode, Checkpoint._explained
 
-    def failing(self, model, request, sequence, warnings):
-        if request.ids == eng_fra.encode(bad):
-            raise ValueError("this input breaks the model")
+    def failing_decode(self, model, src, beam_size, limits):
+        if eng_fra.encode(breaks_decoding) in [row[:len(eng_fra.encode(breaks_decoding))] for row in src.tolist()]:
+            raise ValueError("this input breaks the decoding")
+        return decode(self, model, src, beam_size, limits)
+
+    def failing_capture(self, model, request, sequence, warnings):
+        if request.ids == eng_fra.encode(breaks_capture):
+            raise ValueError("this input breaks the capture")
         return explained(self, model, request, sequence, warnings)
 
-    monkeypatch.setattr(Checkpoint, "_explained", failing)
+    monkeypatch.setattr(Checkpoint, "_decode", failing_decode)
+    monkeypatch.setattr(Checkpoint, "_explained", failing_capture)
     batcher, turn = waiting_batcher()
     outcomes: dict = {}
-    threads = start(batcher, eng_fra, TEXTS[:4] + ("   ",), outcomes)
-    release(batcher, turn, 4)
+    threads = start(batcher, eng_fra, TEXTS[:5] + ("   ",), outcomes)
+    release(batcher, turn, 5)
     finish(threads)
-    assert str(outcomes[bad]) == "this input breaks the model"
+    assert str(outcomes[breaks_decoding]) == "this input breaks the decoding"
+    assert str(outcomes[breaks_capture]) == "this input breaks the capture"
     assert "empty" in str(outcomes["   "])  # what is wrong with an input is raised before it queues
-    for text in (TEXTS[0], TEXTS[2], TEXTS[3]):
+    monkeypatch.undo()
+    for text in (TEXTS[0], TEXTS[2], TEXTS[4]):
         same(outcomes[text], eng_fra.translate(text, beam_size=1))
-    assert list(batcher.batches) == [4, 1, 1, 1, 1]  # the batch failed, and its requests ran alone
+    assert list(batcher.batches) == [5, 1, 1, 1, 1, 1]  # the batch failed, and its requests were decoded alone
 
 
 def test_a_caller_that_left_is_dropped(eng_fra):

@@ -4,18 +4,21 @@ A lecture hall typing its own sentences asks for forty translations within a sec
 Streamlit session). Decoding reads every weight of the model at every step, whether for one row or for forty
 (docs/performance.md), so forty inputs decoded as one batch cost a fraction of forty decoded in turn. The Batcher
 lets the threads meet: a request joins a queue, and the thread that gets to run the model next (`turn`: the app's
-model turns) takes every compatible request waiting, runs them as one batch (Checkpoint.translate_batch) and hands
-each thread its own Translation, exactly the one translate() gives alone. A request with nothing else waiting runs
-at once; when others wait (a burst is arriving), the runner first gives them `window_s` to gather.
+model turns) takes every compatible request waiting and decodes them as one batch (Checkpoint.decode_batch); each
+thread then captures its own input's pass in a turn of its own (Checkpoint.explain), so that the captures of a
+batch run side by side and a click of another session can come between them. Each thread gets exactly the
+Translation translate() gives alone. A request with nothing else waiting runs at once; when others wait (a burst is
+arriving), the runner first gives them `window_s` to gather.
 
 Compatible: the same checkpoint, the same weights (a training snapshot is other weights) and the same beam size.
 A request made under a capture or an ablation (per-call state of its own thread, see hooks.py), or for a model
 that does not pad (a language model's prompts), runs alone in its own thread. A batch holds at most `max_batch`
 requests and only as many as fit the memory one captured pass may take (Checkpoint.batch_fits).
 
-Errors: what is wrong with an input is raised in its own thread before it queues (Checkpoint.prepare). A batch
-that fails is run again one request at a time, so that each error reaches its own caller only; every caller gets
-an answer. A request whose caller has gone (`alive()` false when its batch is formed) is dropped.
+Errors: what is wrong with an input is raised in its own thread before it queues (Checkpoint.prepare), and so is
+what goes wrong in its capture. A batch whose decoding fails is decoded again one request at a time, so that each
+error reaches its own caller only; every caller gets an answer. A request whose caller has gone (`alive()` false
+when its batch is formed) is dropped.
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ class _Job:
     arrived: float
     taken: bool = False  # into a batch
     done: bool = False
-    result: Translation | None = None
+    result: list[int] | None = None  # the decoded sequence
     error: BaseException | None = None
 
     @property
@@ -128,7 +131,8 @@ class Batcher:
                 self._changed.wait()
         if job.error is not None:
             raise job.error
-        return job.result
+        with self.turn():
+            return checkpoint.explain(request, job.result, model)
 
     def _take(self, job: _Job) -> list[_Job]:
         """The runner's batch: its own job and the compatible ones waiting, oldest first, within max_batch and
@@ -164,12 +168,12 @@ class Batcher:
             self._changed.notify_all()
 
     def _run(self, batch: list[_Job]) -> None:
-        """Translate the batch and finish each job with its own result or error."""
+        """Decode the batch and finish each job with its own sequence or error."""
         if not batch:
             return
         self.batches.append(len(batch))
         try:
-            results = batch[0].checkpoint.translate_batch([job.request for job in batch], batch[0].model)
+            results = batch[0].checkpoint.decode_batch([job.request for job in batch], batch[0].model)
         except Exception as error:
             if len(batch) == 1:
                 self._finish([(batch[0], None, error)])
@@ -182,7 +186,7 @@ class Batcher:
             self._finish([(job, None, RuntimeError("the batch this translation was in was interrupted"))
                           for job in batch if not job.done])
 
-    def _finish(self, outcomes: list[tuple[_Job, Translation | None, BaseException | None]]) -> None:
+    def _finish(self, outcomes: list[tuple[_Job, list[int] | None, BaseException | None]]) -> None:
         """Hand each job its result or error, and wake the threads waiting for them."""
         with self._changed:
             for job, result, error in outcomes:

@@ -504,33 +504,43 @@ class Checkpoint:
         return Request(read, ids, self._input_warnings(read, ids, cut), beam_size, limit, max_len is None)
 
     def translate_batch(self, requests: list[Request], model: Transformer | None = None) -> list[Translation]:
-        """The Translation of each request (all of one beam size), as translate() gives it alone: one decoding of
-        the inputs padded into a batch, each stopping at its own limit, then each input's own captured pass.
+        """The Translation of each request (all of one beam size), as translate() gives it alone: decode_batch, then
+        each input's own explain()."""
+        model = model or self.model
+        if self.config.stacks == "encoder-only":  # nothing to decode: one captured pass per input
+            return [self._filled(model, self._padded([request.ids], model_device(model)), request.read,
+                                 list(request.warnings)) for request in requests]
+        return [self.explain(request, sequence, model)
+                for request, sequence in zip(requests, self.decode_batch(requests, model))]
 
-        Decoding is where batching pays: every step reads all the weights for a row or for forty alike. The
-        captured pass is run per input, exactly the pass translate() runs alone, so the attention is the same bit
-        for bit: one pass over the padded batch, cut back to each input, differs from it by float32 rounding (a
-        sum over more keys, a product over more rows: up to 1.3e-6 on the weights over 200 of eng-fra's dev sentences)
-        and saved little (the capture's cost is writing what it records, per input either way).
-
-        One input that fails fails the call: run each alone to tell whose it is. A language model's prompts of
-        different lengths do not pad (its decoding continues each from its last token): they run one by one."""
+    def decode_batch(self, requests: list[Request], model: Transformer | None = None) -> list[list[int]]:
+        """The decoded sequence (BOS first) of each request (all of one beam size), as translate() decodes it
+        alone: the inputs padded into one batch, each stopping at its own limit. Decoding is where batching pays:
+        every step reads all the weights, for one row or for forty alike. One input that fails fails the call: run
+        each alone to tell whose it is. A language model's prompts of different lengths do not pad (its decoding
+        continues each from its last token): they run one by one."""
         model = model or self.model
         if len({request.beam_size for request in requests}) != 1:
             raise ValueError("a batch of translations runs one beam size")
         if len(requests) > 1 and not self.config.cross_attention:
-            return [translation for request in requests for translation in self.translate_batch([request], model)]
+            return [sequence for request in requests for sequence in self.decode_batch([request], model)]
         src = self._padded([request.ids for request in requests], model_device(model))
-        if self.config.stacks == "encoder-only":
-            return [self._filled(model, src, requests[0].read, list(requests[0].warnings))]
-        sequences = self._decode(model, src, requests[0].beam_size, [request.limit for request in requests])
-        warnings = [list(request.warnings) for request in requests]
-        for request, sequence, said in zip(requests, sequences, warnings):
-            if sequence[-1] != self.config.eos_id and self.config.cross_attention:  # a language model may go on
-                said.append(self._unended_warning(len(request.ids), len(sequence), request.limit,
+        return self._decode(model, src, requests[0].beam_size, [request.limit for request in requests])
+
+    def explain(self, request: Request, sequence: list[int], model: Transformer | None = None) -> Translation:
+        """The Translation of a request decoded as `sequence` (decode_batch): its warnings, and one captured pass
+        over (source, decoder input) of this input alone.
+
+        The captured pass is run per input, exactly the pass translate() runs, so the attention is the same bit for
+        bit however the decoding was batched: one pass over a padded batch, cut back to each input, differs from it
+        by float32 rounding (a sum over more keys, a product over more rows: up to 1.3e-6 on the weights over 200 of
+        eng-fra's dev sentences), and would save little (the capture's cost is writing what it records, per input
+        either way)."""
+        warnings = list(request.warnings)
+        if sequence[-1] != self.config.eos_id and self.config.cross_attention:  # a language model may go on
+            warnings.append(self._unended_warning(len(request.ids), len(sequence), request.limit,
                                                   request.default_limit))
-        return [self._explained(model, request, sequence, said)
-                for request, sequence, said in zip(requests, sequences, warnings)]
+        return self._explained(model or self.model, request, sequence, warnings)
 
     def batch_fits(self, requests: list[Request]) -> bool:
         """Whether decoding these requests together stays within the memory one captured pass may take
