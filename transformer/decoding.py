@@ -213,8 +213,8 @@ def beam_search(
     heads averaged, summed over the query rows it has run (one per token, the row that produced EOS included).
     Measuring it captures that one layer at every step.
 
-    The search stops when every beam has finished, at max_len, or as soon as no active hypothesis can end better
-    than each input's best finished one (`settled`): the same tokens as running on, in fewer steps.
+    An input's search stops when every beam has finished, at its max_len, or as soon as no active hypothesis can end
+    better than its best finished one (`settled`): the same tokens as running on, in fewer steps.
     """
     tokens, final = search_beams(model, src, beam_size, max_len, length_penalty, use_cache, coverage_penalty)
     best = final.argmax(dim=-1)  # (batch,)
@@ -265,6 +265,8 @@ def search_beams(
     done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
     first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
     cache = new_cache(model, use_cache)
+    searching = list(range(batch))  # the inputs still in the search, by their place in `src`
+    ended: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # input -> its last beam (beam, length), final scores
 
     def final_scores() -> torch.Tensor:
         """(batch, beam) the final score of each hypothesis as it stands."""
@@ -295,25 +297,47 @@ def search_beams(
         coverage = coverage[origin]
         if cache is not None:
             cache.reorder(origin)
-        if length_penalty >= 0 and bool(done.any()) and settled(scores, final_scores(), done.view(batch, beam_size),
-                                                                longest_penalty):
-            break
-    return tokens.view(batch, beam_size, -1), final_scores()
+        over = done.view(batch, beam_size).all(dim=-1)  # (batch,) inputs whose search has ended
+        if length_penalty >= 0 and bool(done.any()):
+            over |= settled(scores, final_scores(), done.view(batch, beam_size), longest_penalty)
+        if bool(over.any()):
+            # An input whose search has ended leaves the batch, with the beam and scores it ends with alone: the
+            # others' steps cost less without its rows (a batch's inputs end tens of steps apart).
+            beams, final = tokens.view(batch, beam_size, -1), final_scores()
+            for row in over.nonzero().flatten().tolist():
+                ended[searching[row]] = beams[row], final[row]
+            stay = ~over
+            rows = stay.repeat_interleave(beam_size).nonzero().flatten()  # (staying inputs * beam,)
+            memory, src, src_real, coverage, tokens, done, row_limit = (
+                kept[rows] for kept in (memory, src, src_real, coverage, tokens, done, row_limit))
+            scores, longest_penalty = scores[stay], longest_penalty[stay]
+            searching = [place for place, stays in zip(searching, stay.tolist()) if stays]
+            batch = len(searching)
+            first_beam = first_beam[:batch]
+            if cache is not None:
+                cache.keep(rows)
+    if searching:  # stopped at max_len
+        beams, final = tokens.view(batch, beam_size, -1), final_scores()
+        ended.update((place, (beams[row], final[row])) for row, place in enumerate(searching))
+    length = max(beam.size(1) for beam, _ in ended.values())
+    return (torch.stack([torch.cat([beam, beam.new_full((beam_size, length - beam.size(1)), config.pad_id)], dim=1)
+                         for beam, _ in (ended[place] for place in range(len(ended)))]),  # (batch, beam, length)
+            torch.stack([ended[place][1] for place in range(len(ended))]))
 
 
 def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longest_penalty: torch.Tensor | float
-            ) -> bool:
-    """Whether more steps of beam search cannot change its choice for any input, so that it may stop with exactly
-    the tokens it would choose running on (length_penalty >= 0). An input is settled when its best finished
-    hypothesis f (by final score) beats the best that any active hypothesis's descendants can end with: their
-    summed log-probability only falls (it is at most the active one's now, s <= 0), their coverage part is at most
-    0, and the length penalty grows with length, so they end at most s / longest_penalty. That also keeps f in the
-    beam: s / longest_penalty < final(f) gives s < f's rank in the search (its score plus its coverage part, as
-    longest_penalty >= 1 and f's own penalty is at most longest_penalty), so no descendant outranks it.
-    (batch, beam) each: summed log-probabilities, final scores, finished; longest_penalty: the length penalty of an
-    output of max_len - 1 tokens, (batch, 1) one per input or one for all."""
+            ) -> torch.Tensor:
+    """(batch,) bool: the inputs for which more steps of beam search cannot change its choice, so that their search may
+    stop with exactly the tokens it would choose running on (length_penalty >= 0). An input is settled when its best
+    finished hypothesis f (by final score) beats the best that any active hypothesis's descendants can end with:
+    their summed log-probability only falls (it is at most the active one's now, s <= 0), their coverage part is at
+    most 0, and the length penalty grows with length, so they end at most s / longest_penalty. That also keeps f in
+    the beam: s / longest_penalty < final(f) gives s < f's rank in the search (its score plus its coverage part, as
+    longest_penalty >= 1 and f's own penalty is at most longest_penalty), so no descendant outranks it. (batch,
+    beam) each: summed log-probabilities, final scores, finished; longest_penalty: the length penalty of an output
+    of max_len - 1 tokens, (batch, 1) one per input or one for all."""
     best = torch.where(done, final, float("-inf")).amax(dim=-1, keepdim=True)  # (batch, 1) best finished
-    return bool((done.any(dim=-1) & (done | (scores / longest_penalty < best)).all(dim=-1)).all())
+    return done.any(dim=-1) & (done | (scores / longest_penalty < best)).all(dim=-1)
 
 
 @dataclass(frozen=True)
