@@ -33,11 +33,11 @@ nginx (deploy/local.py), each session sticks to one through the cookie its page 
 page before it opens its websocket, as a browser does), and the first page load's HTTP bytes through
 the proxy (gzip) are measured with Chromium. --hall: the lecture's sessions, once all have opened its link, each
 type a dev sentence of their own at the same moment ("now type your own sentence"), within HALL_TYPE_SPREAD_S, then
-click HALL_CLICKS times through heads, layers and views, and again for each of --rounds; one more session only
-clicks all along (a student who types nothing); the server's CPU is read from each round's first input to its last
-page; --no-batching serves it with ATLAS_BATCH_SIZE=1 (each translation decoded alone). --churn N: one client opens
-and closes N sessions in sequence (the first nine on every view in turn, then random views); the server's resident
-memory is read after each.
+click HALL_CLICKS (--clicks) times through heads, layers and views, and again for each of --rounds; one more session
+only clicks all along (a student who types nothing); the server's CPU is read from each round's first input to its
+last page; --no-batching serves it with ATLAS_BATCH_SIZE=1 (each translation decoded alone). --churn N: one client
+opens and closes N sessions in sequence (the first nine on every view in turn, then random views); the server's
+resident memory is read after each.
 """
 from __future__ import annotations
 
@@ -382,7 +382,7 @@ class HallClient(LectureClient):
 
 
 async def hall(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, inputs: Inputs,
-               sessions: int, rounds: int, seed: int, timeout_s: float, think_s: float) -> dict:
+               sessions: int, rounds: int, clicks: int, seed: int, timeout_s: float, think_s: float) -> dict:
     """The hall scenario (see --hall) against `url`, after a warm-up session on each app process. Returns each
     round's server CPU seconds and wall seconds, from its first input to its last page, and how many inputs it
     typed."""
@@ -418,7 +418,7 @@ async def hall(url: str, app_urls: list[str], pids: list[int], checkpoint: str, 
             live = await each(HallClient.type, live)
             measured.append({"server_cpu_s": server_cpu_s(pids) - cpu, "seconds": time.perf_counter() - start,
                              "inputs": len(live)})
-            for _ in range(HALL_CLICKS):
+            for _ in range(clicks):
                 live = await each(HallClient.click, live)
         stop.set()
         await watching
@@ -446,8 +446,8 @@ def batching_switch(batching: bool):
 
 
 def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 40, rounds: int = 2, *,
-             batching: bool = True, processes: int | None = None, seed: int = 0, timeout_s: float = TIMEOUT_S,
-             think_s: float = 1.0, log: Path | str | None = None) -> dict:
+             clicks: int = HALL_CLICKS, batching: bool = True, processes: int | None = None, seed: int = 0,
+             timeout_s: float = TIMEOUT_S, think_s: float = 1.0, log: Path | str | None = None) -> dict:
     """The hall scenario against `streamlit run app.py` serving `checkpoints_dir` (or `processes` of them behind
     nginx), its translations batched across sessions or each decoded alone: each new input's seconds (p50, p95),
     the server's CPU per new input, the seconds of the students' clicks and of the clicks of the session that only
@@ -459,8 +459,8 @@ def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
         log = Path(log or Path(scratch) / "streamlit.log")
         with batching_switch(batching), serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
             measured = asyncio.run(hall(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
-                                        sessions=sessions, rounds=rounds, seed=seed, timeout_s=timeout_s,
-                                        think_s=think_s))
+                                        sessions=sessions, rounds=rounds, clicks=clicks, seed=seed,
+                                        timeout_s=timeout_s, think_s=think_s))
     outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
     seconds = {action: [i.seconds for i in tally.interactions if i.action == action]
                for action in ("type", "head", "layer", "view", "watch")}
@@ -804,6 +804,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hall", action="store_true", help="every session opens the lecture's link, then all type "
                         "a dev sentence of their own at once and click about it, --rounds times")
     parser.add_argument("--rounds", type=int, default=2, help="--hall: how many times the hall types (default 2)")
+    parser.add_argument("--clicks", type=int, default=HALL_CLICKS, help="--hall: clicks after each new input "
+                        f"(default {HALL_CLICKS}; 0: the hall only types, on the lecture's view)")
     parser.add_argument("--no-batching", action="store_true", help="--hall: decode each translation alone "
                         "(ATLAS_BATCH_SIZE=1)")
     parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
@@ -814,8 +816,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.hall:
         processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
-        results = [run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds, processes=k,
-                            batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
+        results = [run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds, clicks=args.clicks,
+                            processes=k, batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
                    for k in processes]
         print("\n\n".join(hall_table(result) for result in results))
     elif args.churn:
