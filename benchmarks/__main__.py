@@ -22,7 +22,19 @@ import torch
 from deploy.server import ROOT
 from transformer import CheckpointError, load_checkpoint
 
-from . import app_latency, browser, capture, decoding, gpu, lecture_deck, memory, model_view, sessions, training
+from . import (
+    app_latency,
+    batching,
+    browser,
+    capture,
+    decoding,
+    gpu,
+    lecture_deck,
+    memory,
+    model_view,
+    sessions,
+    training,
+)
 from .common import Setup
 from .fixtures import char_tokenizer, random_checkpoint, tiny_config
 
@@ -37,6 +49,8 @@ FIGURES = {
     "model_view": model_view.measure,  # the model view figure's build time and size
     "load": sessions.measure,  # many sessions at once (benchmarks/load.py)
     "deck": lecture_deck.measure,  # a room following a lecturer's deck, warmed and not (benchmarks/load.py --deck)
+    "batching": batching.measure,  # translations decoded as one batch ÷ one at a time
+    "hall": batching.hall,  # a hall typing its own sentences at once, batching on and off (benchmarks/load.py)
     "gpu": gpu.measure,  # the 256-token model view's model work on a GPU, where there is one
 }
 UNITS = {"×": "{:.2f}×", "s": "{:.3f} s", "MB": "{:.1f} MB", "B": "{:,.0f} B", "": "{:g}"}

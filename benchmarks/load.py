@@ -3,6 +3,7 @@
     python -m benchmarks.load --sessions=20 --seconds 60 [--checkpoints checkpoints --checkpoint reverse] [--json PATH]
     python -m benchmarks.load --inputs typed --checkpoints checkpoints --checkpoint eng-fra  # dev sentences typed
     python -m benchmarks.load --lecture --sessions=40 --seconds 60 --think 2     # a lecture hall on one link
+    python -m benchmarks.load --hall --sessions=40 --checkpoint eng-fra          # the hall types its own sentences
     python -m benchmarks.load --via-proxy 1 2                                  # K processes behind nginx, K = 1, 2
     python -m benchmarks.load --churn 200                                      # sessions opened and closed in turn
     python -m benchmarks.load --deck --sessions=40 --checkpoints checkpoints   # a room following a lecturer's deck
@@ -31,8 +32,13 @@ LECTURE_SPREAD_S, as a room does when the lecturer says "open this link", then s
 think time between clicks, in one session until the time is up. --via-proxy K: the app runs as K processes behind
 nginx (deploy/local.py), each session sticks to one through the cookie its page load got (every client loads the
 page before it opens its websocket, as a browser does), and the first page load's HTTP bytes through
-the proxy (gzip) are measured with Chromium. --churn N: one client opens and closes N sessions in sequence (the first
-nine on every view in turn, then random views); the server's resident memory is read after each.
+the proxy (gzip) are measured with Chromium. --hall: the lecture's sessions, once all have opened its link, each
+type a dev sentence of their own at the same moment ("now type your own sentence"), within HALL_TYPE_SPREAD_S, then
+click HALL_CLICKS (--clicks) times through heads, layers and views, and again for each of --rounds; one more session
+only clicks all along (a student who types nothing); the server's CPU is read from each round's first input to its
+last page; --no-batching serves it with ATLAS_BATCH_SIZE=1 (each translation decoded alone). --churn N: one client
+opens and closes N sessions in sequence (the first nine on every view in turn, then random views); the server's
+resident memory is read after each.
 
 --deck [NAME]: a lecture through a deck (the shipped one by default; --slides N: its first N) on two servers at
 once, one that warms the deck when it is opened (ui.warm) and one that does not (ATLAS_WARM_DECKS=off). The
@@ -55,7 +61,7 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, quote, quote_plus, urlencode
@@ -95,6 +101,8 @@ FIGURE_ELEMENTS = ("plotly_chart", "arrow_data_frame")
 LECTURE_TEXT = "attention2026"  # the lecture's link: one input, on the attention view
 LECTURE_SPREAD_S = 5.0  # the room opens the link within this many seconds
 LECTURE_CONTROLS = ("Head", "Layer", "View")  # what students click
+HALL_TYPE_SPREAD_S = 0.5  # the hall presses enter on its own sentences within this many seconds
+HALL_CLICKS = 3  # clicks through heads, layers and views after each new input
 
 
 @dataclass
@@ -294,14 +302,7 @@ class Client:
         websocket ends the session, as closing the tab does."""
         text, view = self.first_page()
         link = urlencode({"checkpoint": self.checkpoint, "text": text, "view": view})
-        # No Origin header, no XSRF token: a local client without auth cookies needs none of them. Like a browser,
-        # it loads the page first: behind the proxy, that answer's cookie names the process the session sticks to
-        # (deploy/nginx.conf.template); the app itself ignores it.
-        cookie = await asyncio.to_thread(page_cookie, self.page_url, self.timeout_s)
-        async with connect(self.url, subprotocols=["streamlit"], proxy=None, max_size=2**26, ping_interval=None,
-                           open_timeout=self.timeout_s,
-                           additional_headers={"Cookie": cookie} if cookie else {}) as websocket:
-            session = AppSession(websocket, log, link, self.timeout_s)
+        async with self.connected(log, link) as session:
             page = await self.interact(session, "open", text, [])
             if parse_qs(session.query_string).get("view") != [view]:
                 raise BrokenSession(f"the link asked for view {view!r}, the page shows {session.query_string!r}")
@@ -312,6 +313,18 @@ class Client:
                 await asyncio.sleep(pause)
                 action, text, widgets = self.next_click(page, text)
                 page = await self.interact(session, action, text, widgets)
+
+    @contextlib.asynccontextmanager
+    async def connected(self, log: SessionLog, link: str) -> AsyncIterator[AppSession]:
+        """A new session on `link`'s page; closing the websocket at the end ends it, as closing the tab does."""
+        # No Origin header, no XSRF token: a local client without auth cookies needs none of them. Like a browser,
+        # it loads the page first: behind the proxy, that answer's cookie names the process the session sticks to
+        # (deploy/nginx.conf.template); the app itself ignores it.
+        cookie = await asyncio.to_thread(page_cookie, self.page_url, self.timeout_s)
+        async with connect(self.url, subprotocols=["streamlit"], proxy=None, max_size=2**26, ping_interval=None,
+                           open_timeout=self.timeout_s,
+                           additional_headers={"Cookie": cookie} if cookie else {}) as websocket:
+            yield AppSession(websocket, log, link, self.timeout_s)
 
     async def interact(self, session: AppSession, action: str, text: str, widgets: list[WidgetState]) -> Page:
         session.log.inputs.add(text)
@@ -344,6 +357,149 @@ class LectureClient(Client):
     def next_click(self, page: Page, text: str) -> tuple[str, str, list[WidgetState]]:
         label = self.rng.choice([label for label in LECTURE_CONTROLS if label in page.widgets])
         return label.lower(), text, [choose_option(page, label, self.rng)]
+
+
+class HallClient(LectureClient):
+    """A student in a hall: the lecture's link, then at the lecturer's word a sentence of their own (an input of the
+    pool no one else types), then a few clicks about it; `watch` instead: clicks only, until told to stop."""
+
+    async def open(self, stack: contextlib.AsyncExitStack) -> tuple[AppSession, Page]:
+        await asyncio.sleep(self.rng.uniform(0, LECTURE_SPREAD_S))
+        log = SessionLog(len(self.tally.sessions))
+        self.tally.sessions.append(log)
+        text, view = self.first_page()
+        session = await stack.enter_async_context(
+            self.connected(log, urlencode({"checkpoint": self.checkpoint, "text": text, "view": view})))
+        return session, await self.interact(session, "open", text, [])
+
+    async def type(self, session: AppSession, page: Page) -> Page:
+        await asyncio.sleep(self.rng.uniform(0, HALL_TYPE_SPREAD_S))
+        text = self.inputs.next(self.rng)
+        return await self.interact(session, "type", text, [WidgetState(id=widget_id(page, "Input"), string_value=text)])
+
+    async def click(self, session: AppSession, page: Page, action: str | None = None) -> Page:
+        await asyncio.sleep(self.rng.uniform(0, 2 * self.think_s))
+        text = parse_qs(session.query_string)["text"][0]
+        clicked, text, widgets = self.next_click(page, text)
+        return await self.interact(session, action or clicked, text, widgets)
+
+    async def watch(self, session: AppSession, page: Page, stop: asyncio.Event) -> None:
+        try:
+            while not stop.is_set():  # bounded: the hall sets it once its rounds are done
+                page = await self.click(session, page, "watch")
+        except (BrokenSession, TimeoutError, OSError, WebSocketException) as error:
+            self.tally.errors.append(f"the session that only clicks: {type(error).__name__}: {error}")
+
+
+async def hall(url: str, app_urls: list[str], pids: list[int], checkpoint: str, tally: Tally, *, inputs: Inputs,
+               sessions: int, rounds: int, clicks: int, seed: int, timeout_s: float, think_s: float) -> dict:
+    """The hall scenario (see --hall) against `url`, after a warm-up session on each app process. Returns each
+    round's server CPU seconds and wall seconds, from its first input to its last page, and how many inputs it
+    typed."""
+    for app_url in app_urls:  # behind a proxy, each process directly: the proxy would pick one by the cookie
+        warm_up = Client(-1, app_url, checkpoint, Tally(), inputs=inputs, seed=seed, timeout_s=WARM_UP_TIMEOUT_S,
+                         think_s=0, interactions_per_session=1)
+        await warm_up.session(SessionLog(-1), deadline=time.monotonic())
+    students = [HallClient(number, url, checkpoint, tally, inputs=inputs, seed=seed, timeout_s=timeout_s,
+                           think_s=think_s, interactions_per_session=0) for number in range(sessions + 1)]
+    watcher, students = students[-1], students[:-1]
+
+    async def each(step, pairs):
+        """step(client, session, page) for every live student at once; those that fail drop out, their errors
+        tallied."""
+        done = await asyncio.gather(*(step(client, session, page) for client, session, page in pairs),
+                                    return_exceptions=True)
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, (BrokenSession, TimeoutError, OSError, WebSocketException)):
+                    raise outcome
+                tally.errors.append(f"{type(outcome).__name__}: {outcome}")
+        return [(client, session, page) for (client, session, _), page in zip(pairs, done)
+                if not isinstance(page, BaseException)]
+
+    measured = []
+    async with contextlib.AsyncExitStack() as stack:
+        live = await each(lambda client, *_: client.open(stack), [(client, None, None) for client in students])
+        live = [(client, *opened) for client, _, opened in live]
+        stop = asyncio.Event()
+        watching = asyncio.create_task(watcher.watch(*await watcher.open(stack), stop))
+        for _ in range(rounds):
+            cpu, start = server_cpu_s(pids), time.perf_counter()
+            live = await each(HallClient.type, live)
+            measured.append({"server_cpu_s": server_cpu_s(pids) - cpu, "seconds": time.perf_counter() - start,
+                             "inputs": len(live)})
+            for _ in range(clicks):
+                live = await each(HallClient.click, live)
+        stop.set()
+        await watching
+    return {"rounds": measured}
+
+
+@contextlib.contextmanager
+def server_environment(**variables: str) -> Iterator[None]:
+    """Variables the app servers started in the block get (deploy.server.streamlit_server passes on os.environ)."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def batching_switch(batching: bool):
+    """The server's environment for translations batched across sessions (its default) or each decoded alone."""
+    return server_environment(**({} if batching else {"ATLAS_BATCH_SIZE": "1"}))
+
+
+def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 40, rounds: int = 2, *,
+             clicks: int = HALL_CLICKS, batching: bool = True, processes: int | None = None, seed: int = 0,
+             timeout_s: float = TIMEOUT_S, think_s: float = 1.0, log: Path | str | None = None) -> dict:
+    """The hall scenario against `streamlit run app.py` serving `checkpoints_dir` (or `processes` of them behind
+    nginx), its translations batched across sessions or each decoded alone: each new input's seconds (p50, p95),
+    the server's CPU per new input, the seconds of the students' clicks and of the clicks of the session that only
+    clicks."""
+    checkpoints_dir = Path(checkpoints_dir)
+    tally = Tally()
+    to_type = Inputs("typed", checkpoints_dir / checkpoint_name, seed)
+    with tempfile.TemporaryDirectory() as scratch:
+        log = Path(log or Path(scratch) / "streamlit.log")
+        with batching_switch(batching), serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
+            measured = asyncio.run(hall(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
+                                        sessions=sessions, rounds=rounds, clicks=clicks, seed=seed,
+                                        timeout_s=timeout_s, think_s=think_s))
+    outputs_checked = verify(checkpoints_dir / checkpoint_name, tally)
+    seconds = {action: [i.seconds for i in tally.interactions if i.action == action]
+               for action in ("type", "head", "layer", "view", "watch")}
+    clicks = seconds["head"] + seconds["layer"] + seconds["view"]
+    typed = sum(r["inputs"] for r in measured["rounds"])
+
+    def p95(values: list[float]) -> float:
+        return float(np.percentile(values, 95)) if values else float("nan")
+
+    return {"checkpoint": checkpoint_name, "scenario": "hall", "batching": batching, "processes": processes,
+            "sessions": sessions,
+            "rounds": measured["rounds"], "inputs_typed": typed, "outputs_checked": outputs_checked,
+            "errors": tally.errors, "type_p50_s": float(np.percentile(seconds["type"] or [float("nan")], 50)),
+            "type_p95_s": p95(seconds["type"]), "click_p95_s": p95(clicks), "watch_p95_s": p95(seconds["watch"]),
+            "watch_clicks": len(seconds["watch"]),
+            "server_cpu_s_per_input": sum(r["server_cpu_s"] for r in measured["rounds"]) / max(1, typed)}
+
+
+def hall_table(result: dict) -> str:
+    where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
+    rows = [f"{result['sessions']} sessions on `{result['checkpoint']}` type their own sentences at once, "
+            f"{len(result['rounds'])} round(s), {where}, batching {'on' if result['batching'] else 'off'}: "
+            f"{result['inputs_typed']} inputs, {result['outputs_checked']} outputs checked, "
+            f"{len(result['errors'])} errors",
+            f"new input: p50 {result['type_p50_s']:.2f} s, p95 {result['type_p95_s']:.2f} s, server CPU "
+            f"{result['server_cpu_s_per_input']:.3f} s per input",
+            f"clicks after it: p95 {result['click_p95_s']:.2f} s; a session that only clicks: p95 "
+            f"{result['watch_p95_s']:.2f} s over {result['watch_clicks']} clicks"]
+    return with_errors(rows, result["errors"])
 
 
 class ChurnClient(Client):
@@ -774,6 +930,13 @@ def main(argv: list[str] | None = None) -> int:
                         "letters and digits (default), or the checkpoint's evaluation inputs (dev sentences)")
     parser.add_argument("--lecture", action="store_true", help="every session opens the same link, then clicks "
                         "heads, layers and views")
+    parser.add_argument("--hall", action="store_true", help="every session opens the lecture's link, then all type "
+                        "a dev sentence of their own at once and click about it, --rounds times")
+    parser.add_argument("--rounds", type=int, default=2, help="--hall: how many times the hall types (default 2)")
+    parser.add_argument("--clicks", type=int, default=HALL_CLICKS, help="--hall: clicks after each new input "
+                        f"(default {HALL_CLICKS}; 0: the hall only types, on the lecture's view)")
+    parser.add_argument("--no-batching", action="store_true", help="--hall: decode each translation alone "
+                        "(ATLAS_BATCH_SIZE=1)")
     parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
                         "nginx, once per K given (default: 1 2), and compare their throughput")
     parser.add_argument("--churn", type=int, metavar="N", help="instead: open and close N sessions in turn and "
@@ -787,6 +950,12 @@ def main(argv: list[str] | None = None) -> int:
         result = run_deck(args.checkpoints, args.deck, args.sessions, args.slides, timeout_s=args.timeout)
         print(deck_table(result))
         results = [result]
+    elif args.hall:
+        processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
+        results = [run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds, clicks=args.clicks,
+                            processes=k, batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
+                   for k in processes]
+        print("\n\n".join(hall_table(result) for result in results))
     elif args.churn:
         result = run_churn(args.checkpoints, args.checkpoint, args.churn, timeout_s=args.timeout)
         print(churn_table(result))

@@ -102,9 +102,9 @@ def test_every_view_renders(app, view):
 
 def test_a_new_head_layer_or_kind_redraws_without_running_the_model(app, monkeypatch):
     calls = []
-    translate = transformer.Checkpoint.translate
-    monkeypatch.setattr(transformer.Checkpoint, "translate",
-                        lambda self, *args, **kwargs: calls.append(args) or translate(self, *args, **kwargs))
+    decode_batch = transformer.Checkpoint.decode_batch  # every translation's decoding, alone or batched
+    monkeypatch.setattr(transformer.Checkpoint, "decode_batch",
+                        lambda self, *args, **kwargs: calls.append(args) or decode_batch(self, *args, **kwargs))
     ui.shared.clear()  # the shared passes, so that this input runs the model
     at = ok(app(text="cache42"))
     assert len(calls) == 1
@@ -720,9 +720,9 @@ def test_a_link_to_layer_1_opens_layer_1(app, reverse_checkpoints, monkeypatch):
 
 def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypatch):
     translations, forwards = [], []
-    translate, forward = transformer.Checkpoint.translate, transformer.Transformer.forward
-    monkeypatch.setattr(transformer.Checkpoint, "translate",
-                        lambda self, *args, **kwargs: translations.append(args) or translate(self, *args, **kwargs))
+    prepare, forward = transformer.Checkpoint.prepare, transformer.Transformer.forward  # every translation's input
+    monkeypatch.setattr(transformer.Checkpoint, "prepare",
+                        lambda self, *args, **kwargs: translations.append(args) or prepare(self, *args, **kwargs))
     monkeypatch.setattr(transformer.Transformer, "forward",
                         lambda self, *args, **kwargs: forwards.append(args) or forward(self, *args, **kwargs))
     ui.shared.clear()
@@ -740,14 +740,15 @@ def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypat
 def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
     """The app shows the typed pieces the library returns; it never runs a tokenizer of its own."""
     outside, inside = [], []
-    translate = transformer.Checkpoint.translate
 
-    def counted_translate(self, *args, **kwargs):
-        inside.append(True)
-        try:
-            return translate(self, *args, **kwargs)
-        finally:
-            inside.pop()
+    def counted_translate(original):  # a translation's steps: reading the input, decoding, its captured pass
+        def translating(self, *args, **kwargs):
+            inside.append(True)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                inside.pop()
+        return translating
 
     def counted(original):
         def tokenise(self, text):
@@ -759,7 +760,8 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
     for method in ("encode", "encode_pieces"):
         monkeypatch.setattr(transformer.tokenizer.Tokenizer, method,
                             counted(getattr(transformer.tokenizer.Tokenizer, method)))
-    monkeypatch.setattr(transformer.Checkpoint, "translate", counted_translate)
+    for method in ("translate", "prepare", "decode_batch", "explain"):
+        monkeypatch.setattr(transformer.Checkpoint, method, counted_translate(getattr(transformer.Checkpoint, method)))
     ui.shared.clear()
     at = ok(app(text="tok€n5", pad_src="2"))
     assert not at.dataframe  # the pieces table is drawn only once its expander is opened

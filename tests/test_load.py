@@ -33,6 +33,7 @@ from benchmarks.load import (
     deck_table,
     none_inside_another,
     run_deck,
+    run_hall,
     run_load,
     typed_inputs,
     verify,
@@ -71,6 +72,20 @@ def test_concurrent_sessions_each_see_only_their_own_input(tiny_checkpoint, tmp_
     assert result["server_cpu_s"] > 0
     assert result["rss_warm_mb"] > result["rss_before_mb"] > 0  # the samples read the server, not nothing
     assert result["rss_growth_mb"] < RSS_GROWTH_LIMIT_MB
+
+
+def test_a_hall_types_its_own_sentences_at_once(tiny_checkpoint, tmp_path):
+    """The hall scenario's short form: sessions on one link all type their own input at once (the server decodes
+    them together), then click; every output is the checkpoint's own translation of that session's input, and no
+    session is sent another's."""
+    checkpoints = checkpoints_folder(tiny_checkpoint, tmp_path / "checkpoints")
+    result = run_hall(checkpoints, LOADABLE[0], sessions=SESSIONS, rounds=1, think_s=0.2,
+                      log=tmp_path / "streamlit.log")
+    assert result["errors"] == []
+    assert result["inputs_typed"] == SESSIONS and result["batching"]
+    assert result["outputs_checked"] >= SESSIONS * (2 + load_module.HALL_CLICKS)  # the links, inputs and clicks
+    assert 0 < result["type_p50_s"] <= result["type_p95_s"] and result["click_p95_s"] > 0
+    assert result["server_cpu_s_per_input"] > 0
 
 
 @pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),

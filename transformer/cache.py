@@ -88,3 +88,10 @@ class DecoderCache:
         self.tokens = self.tokens[index]
         for cache in self.self_attn:
             cache.select(index)
+
+    def keep(self, index: torch.Tensor) -> None:
+        """Keep only rows `index`, cross-attention's too (inputs whose beam search has ended leave the batch)."""
+        self.reorder(index)
+        for cache in self.cross_attn:
+            if cache.keys is not None:
+                cache.keys, cache.values = cache.keys[index], cache.values[index]

@@ -198,6 +198,18 @@ class Translation:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Request:
+    """One input read, encoded and checked, ready to decode alone or in a batch (Checkpoint.prepare)."""
+
+    read: InputText
+    ids: list[int]  # the encoder's ids (ending with </s>)
+    warnings: list[str]  # what the user should know about the input
+    beam_size: int
+    limit: int  # the decoder sequence length (BOS included) to stop at
+    default_limit: bool  # the limit is decoding.output_limit's, not the caller's max_len
+
+
 class _ShapesOnly(TorchFunctionMode):
     """Random initialisation skipped: a meta tensor has no values, and nn.Embedding's normal_ on the meta device runs
     through PyTorch's Python decompositions, whose first use imports torch._dynamo (seconds at a server's cold
@@ -227,6 +239,18 @@ def attention_values(config: TransformerConfig, src_len: int, tgt_len: int) -> i
     return config.num_heads * (config.num_encoder_layers * src_len ** 2
                                + config.num_decoder_layers * tgt_len ** 2
                                + config.layers_of("decoder.cross") * tgt_len * src_len)
+
+
+def decoding_bytes(config: TransformerConfig, requests: list[Request]) -> int:
+    """About how many bytes decoding these requests together holds at its longest: per hypothesis (input x beam,
+    padded to the longest source and limit), the encoder's memory and every decoder layer's cached keys and values
+    (self-attention over the output, cross-attention over the source), and a few rows of scores over the
+    vocabulary."""
+    rows = len(requests) * max(request.beam_size for request in requests)
+    src_len = max(len(request.ids) for request in requests)
+    tgt_len = max(request.limit for request in requests)
+    cached = config.d_model * (src_len + 2 * config.num_decoder_layers * (src_len + tgt_len))
+    return 4 * rows * (cached + 3 * config.tgt_vocab_size)  # float32
 
 
 def pass_length(config: TransformerConfig) -> int:
@@ -487,24 +511,70 @@ class Checkpoint:
         `max_len`: the decoder sequence length (BOS included) to stop at; None: decoding.output_limit of the input,
         as `python -m transformer.evaluate` decodes. `model` runs another set of weights with this checkpoint's
         tokenizers (e.g. a training snapshot)."""
+        return self.translate_batch([self.prepare(text, beam_size, max_len)], model)[0]
+
+    def prepare(self, text: str, beam_size: int | None = None, max_len: int | None = None) -> Request:
+        """`text` read, encoded and checked as translate() takes it, without running the model: what is wrong with
+        an input (TypeError, ValueError) is raised here, before it joins anyone else's in a batch."""
         beam_size = self.card.decoding.get("beam_size", 1) if beam_size is None else beam_size
         check_beam_size(beam_size)
         if not self.config.cross_attention:
             beam_size = 1  # beam search translates; a language model's continuation here is greedy
-        model = model or self.model
         read = self.read(text)
         ids, cut = self._source(read)
-        warnings = self._input_warnings(read, ids, cut)
-        src = torch.tensor([ids], device=model_device(model))
-        if self.config.stacks == "encoder-only":
-            return self._filled(model, src, read, warnings)
         limit = self.output_limit(len(ids)) if max_len is None else max_len
         if type(limit) is int:  # anything else: greedy and beam_search refuse it with a message
             limit = min(limit, self.pass_len)
-        sequence = self._decode(model, src, beam_size, limit)
+        return Request(read, ids, self._input_warnings(read, ids, cut), beam_size, limit, max_len is None)
+
+    def translate_batch(self, requests: list[Request], model: Transformer | None = None) -> list[Translation]:
+        """The Translation of each request (all of one beam size), as translate() gives it alone: decode_batch, then
+        each input's own explain()."""
+        model = model or self.model
+        if self.config.stacks == "encoder-only":  # nothing to decode: one captured pass per input
+            return [self._filled(model, self._padded([request.ids], model_device(model)), request.read,
+                                 list(request.warnings)) for request in requests]
+        return [self.explain(request, sequence, model)
+                for request, sequence in zip(requests, self.decode_batch(requests, model))]
+
+    def decode_batch(self, requests: list[Request], model: Transformer | None = None) -> list[list[int]]:
+        """The decoded sequence (BOS first) of each request (all of one beam size), as translate() decodes it
+        alone: the inputs padded into one batch, each stopping at its own limit. Decoding is where batching pays:
+        every step reads all the weights, for one row or for forty alike. One input that fails fails the call: run
+        each alone to tell whose it is. A language model's prompts of different lengths do not pad (its decoding
+        continues each from its last token): they run one by one."""
+        model = model or self.model
+        if len({request.beam_size for request in requests}) != 1:
+            raise ValueError("a batch of translations runs one beam size")
+        if len(requests) > 1 and not self.config.cross_attention:
+            return [sequence for request in requests for sequence in self.decode_batch([request], model)]
+        src = self._padded([request.ids for request in requests], model_device(model))
+        return self._decode(model, src, requests[0].beam_size, [request.limit for request in requests])
+
+    def explain(self, request: Request, sequence: list[int], model: Transformer | None = None) -> Translation:
+        """The Translation of a request decoded as `sequence` (decode_batch): its warnings, and one captured pass
+        over (source, decoder input) of this input alone.
+
+        The captured pass is run per input, exactly the pass translate() runs, so the attention is the same bit for
+        bit however the decoding was batched: one pass over a padded batch, cut back to each input, differs from it
+        by float32 rounding (a sum over more keys, a product over more rows: up to 1.3e-6 on the weights over 200 of
+        eng-fra's dev sentences), and would save little (the capture's cost is writing what it records, per input
+        either way)."""
+        warnings = list(request.warnings)
         if sequence[-1] != self.config.eos_id and self.config.cross_attention:  # a language model may go on
-            warnings.append(self._unended_warning(len(ids), len(sequence), limit, max_len is None))
-        return self._explained(model, src, read, sequence, warnings)
+            warnings.append(self._unended_warning(len(request.ids), len(sequence), request.limit,
+                                                  request.default_limit))
+        return self._explained(model or self.model, request, sequence, warnings)
+
+    def batch_fits(self, requests: list[Request]) -> bool:
+        """Whether decoding these requests together stays within the memory one captured pass may take
+        (PASS_BUDGET_BYTES); one request alone always runs, as translate() does."""
+        return len(requests) == 1 or decoding_bytes(self.config, requests) <= PASS_BUDGET_BYTES
+
+    def _padded(self, rows: list[list[int]], device: torch.device) -> torch.Tensor:
+        """(batch, longest) ids, each row followed by padding."""
+        longest = max(len(row) for row in rows)
+        return torch.tensor([row + [self.config.pad_id] * (longest - len(row)) for row in rows], device=device)
 
     def output_limit(self, src_len: int) -> int:
         """The sequence length decoding stops at by default: decoding.output_limit of the input's length; a
@@ -552,14 +622,15 @@ class Checkpoint:
                 f"{unknown} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.")
         return warnings
 
-    def _decode(self, model: Transformer, src: torch.Tensor, beam_size: int, limit: int) -> list[int]:
-        """The decoded sequence (BOS first) for src (1, src_len), as the card's decoding settings say, without
-        trailing padding."""
+    def _decode(self, model: Transformer, src: torch.Tensor, beam_size: int, limits: list[int]) -> list[list[int]]:
+        """The decoded sequence (BOS first) of each row of src (batch, src_len), as the card's decoding settings say,
+        each stopped at its own limit, without trailing padding."""
         decoding = self.card.decoding
-        decoded = within_memory(lambda: greedy(model, src, limit) if beam_size == 1 else beam_search(
-            model, src, beam_size, limit, decoding.get("length_penalty", 0.6),
+        decoded = within_memory(lambda: greedy(model, src, limits) if beam_size == 1 else beam_search(
+            model, src, beam_size, limits, decoding.get("length_penalty", 0.6),
             coverage_penalty=decoding.get("coverage_penalty", 0.0)))
-        return decoded[0, : int(decoder_lengths(decoded, self.config.pad_id)[0])].tolist()
+        lengths = decoder_lengths(decoded, self.config.pad_id).tolist()
+        return [row[:length] for row, length in zip(decoded.tolist(), lengths)]
 
     def _unended_warning(self, src_len: int, sequence_len: int, limit: int, default_limit: bool) -> str:
         """Why the output has no </s>: where decoding stopped it."""
@@ -568,11 +639,13 @@ class Checkpoint:
                  f"max_len ({min(limit, self.config.max_len)} tokens with <s>)")
         return f"The model did not end its output: decoding stopped it after {sequence_len - 1} pieces, at {where}."
 
-    def _explained(self, model: Transformer, src: torch.Tensor, read: InputText, sequence: list[int],
-                   warnings: list[str]) -> Translation:
+    def _explained(self, model: Transformer, request: Request, sequence: list[int], warnings: list[str]
+                   ) -> Translation:
         """The Translation of a decoded sequence: one captured forward pass over (source, decoder input), the
         probability of each generated piece, and every token list the views label."""
         decoder_input = sequence[:-1]  # the last token (EOS, or where max_len stopped) is never fed back
+        ids = request.ids
+        src = torch.tensor([ids], device=model_device(model))
 
         def captured() -> tuple[torch.Tensor, AttentionRecord]:
             with torch.no_grad(), capture(model) as record:
@@ -585,7 +658,6 @@ class Checkpoint:
                              "finite, but what the layers compute from them overflows"
                              + (f" (first in {first})" if first else "") + ". The checkpoint itself is broken.")
         generated = sequence[1:]
-        ids = src[0].tolist()
         src_pieces = self.src_tokenizer.pieces(ids)
         # A decoder-only model's output is its continuation of the prompt (`generated` also holds, at each prompt
         # position, the prompt's next token: the next-token prediction the views show).
@@ -593,7 +665,7 @@ class Checkpoint:
         return Translation(
             text=self.tgt_tokenizer.decode(continuation),
             src_tokens=src_pieces,
-            src_typed=self._typed(read, ids, src_pieces),
+            src_typed=self._typed(request.read, ids, src_pieces),
             tgt_tokens=self.tgt_tokenizer.pieces(decoder_input),
             output_tokens=self.tgt_tokenizer.pieces(generated),
             output_ids=generated,
@@ -603,7 +675,6 @@ class Checkpoint:
             tgt_ids=decoder_input,
             warnings=warnings,
         )
-
 
     def _typed(self, read: InputText, ids: list[int], src_pieces: list[str]) -> list[str]:
         """The source pieces as typed (an <unk> shows its text); a converted tokenizer's pieces are its own."""

@@ -41,6 +41,16 @@ def _limit(model: Transformer, max_len: int | None) -> int:
     return min(max_len, model.config.max_len)
 
 
+def _row_limits(model: Transformer, max_len: int | list[int] | None, batch: int) -> list[int]:
+    """Each row's sequence length to decode to: `max_len` for every row, or one per row (a batch of different
+    inputs, each decoded as it would be alone: a row that reaches its own limit stops there)."""
+    if isinstance(max_len, (list, tuple)):
+        if len(max_len) != batch:
+            raise ValueError(f"max_len holds {len(max_len)} limits for a batch of {batch} rows")
+        return [_limit(model, limit) for limit in max_len]
+    return [_limit(model, max_len)] * batch
+
+
 def output_limit(src_len: int) -> int:
     """The decoder sequence length (BOS included) that an input of `src_len` source tokens (</s> included) is decoded
     to when the caller sets none: 2 x src_len + 10, within the model's max_len (the decoding functions clamp it).
@@ -126,10 +136,12 @@ def start(model: Transformer, src: torch.Tensor) -> tuple[torch.Tensor | None, t
 
 @torch.no_grad()
 def greedy(
-    model: Transformer, src: torch.Tensor, max_len: int | None = None, use_cache: bool = True, guess: bool = True,
+    model: Transformer, src: torch.Tensor, max_len: int | list[int] | None = None, use_cache: bool = True,
+    guess: bool = True,
 ) -> torch.Tensor:
     """(batch, src_len) source ids -> (batch, length) decoder sequences, taking the most likely token each step.
-    A decoder-only model continues the prompt `src`: its sequences start with it.
+    A decoder-only model continues the prompt `src`: its sequences start with it. `max_len` may be a list, one
+    limit per row.
 
     With the cache, each decoder call also runs `PromptLookup`'s guesses of the next tokens, and keeps those that
     are the model's own choices, then its choice after them: the tokens of one step at a time, in fewer calls. A call
@@ -138,7 +150,8 @@ def greedy(
     together, by the guesses kept in every one. Tokens are kept in lists: a step's bookkeeping in tensors cost more.
     `guess=False` runs one token per call: the reference the guesses are tested and benchmarked against; so does a
     call that captures, so that its record holds the last token's call, as without guesses."""
-    config, max_len = model.config, _limit(model, max_len)
+    config, limits = model.config, _row_limits(model, max_len, src.size(0))
+    max_len = max(limits)
     memory, source, outputs = start(model, src)
     cache = new_cache(model, use_cache)
     done = [False] * src.size(0)
@@ -162,10 +175,12 @@ def greedy(
         stop = kept + 1 if None in ends else max(ends) + 1
         for output, row, end in zip(outputs, new, ends):
             output += row[:stop] if end is None else (row[:end + 1] + [config.pad_id] * stop)[:stop]
-        done = [end is not None for end in ends]
+        done = [end is not None or len(output) >= limit for output, end, limit in zip(outputs, ends, limits)]
         if kept < k:
             cache.truncate(len(outputs[0]) - 1)  # the cache keeps what was fed: every token but the last
-    return src.new_tensor(outputs)
+    # A row whose guesses took it past its own limit is cut there: the tokens before are those it has alone.
+    return src.new_tensor([output[:limit] + [config.pad_id] * (len(output) - limit)
+                           for output, limit in zip(outputs, limits)])
 
 
 def check_coverage_penalty(beta: object) -> None:
@@ -183,10 +198,11 @@ def coverage_term(coverage: torch.Tensor, src_real: torch.Tensor) -> torch.Tenso
 
 @torch.no_grad()
 def beam_search(
-    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | None = None, length_penalty: float = 0.6,
-    use_cache: bool = True, coverage_penalty: float = 0.0,
+    model: Transformer, src: torch.Tensor, beam_size: int = 4, max_len: int | list[int] | None = None,
+    length_penalty: float = 0.6, use_cache: bool = True, coverage_penalty: float = 0.0,
 ) -> torch.Tensor:
-    """(batch, src_len) -> (batch, length): the best of `beam_size` hypotheses per input.
+    """(batch, src_len) -> (batch, length): the best of `beam_size` hypotheses per input (`max_len`: one limit for
+    all, or one per input).
 
     Hypotheses compete on summed log-probability while searching; the final choice divides each by the GNMT length
     penalty ((5 + length) / 6) ** length_penalty, so longer translations are not punished for every extra token.
@@ -197,8 +213,8 @@ def beam_search(
     heads averaged, summed over the query rows it has run (one per token, the row that produced EOS included).
     Measuring it captures that one layer at every step.
 
-    The search stops when every beam has finished, at max_len, or as soon as no active hypothesis can end better
-    than each input's best finished one (`settled`): the same tokens as running on, in fewer steps.
+    An input's search stops when every beam has finished, at its max_len, or as soon as no active hypothesis can end
+    better than its best finished one (`settled`): the same tokens as running on, in fewer steps.
     """
     tokens, final = search_beams(model, src, beam_size, max_len, length_penalty, use_cache, coverage_penalty)
     best = final.argmax(dim=-1)  # (batch,)
@@ -218,17 +234,26 @@ class BeamStep:
 
 @torch.no_grad()
 def search_beams(
-    model: Transformer, src: torch.Tensor, beam_size: int, max_len: int | None, length_penalty: float,
+    model: Transformer, src: torch.Tensor, beam_size: int, max_len: int | list[int] | None, length_penalty: float,
     use_cache: bool, coverage_penalty: float, observe: Callable[[BeamStep], None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Beam search (see beam_search): the last beam of every input, (batch, beam, length), and the final score of
-    each of its hypotheses, (batch, beam). `observe` is called with every step's BeamStep (beam_tree records them)."""
+    each of its hypotheses, (batch, beam). `observe` is called with every step's BeamStep (beam_tree records them).
+
+    An input that reaches its own limit (max_len one per input) has all its hypotheses marked finished: from then on
+    they only extend with free padding, which changes neither their scores nor their coverage, so the batch ends
+    with the beam that input ends with alone."""
     check_beam_size(beam_size)
     check_coverage_penalty(coverage_penalty)
     if not model.config.cross_attention:
         raise ValueError(f"beam search translates: a {model.config.stacks} model has no encoder and decoder pair")
-    config, max_len = model.config, _limit(model, max_len)
-    batch, vocab = src.size(0), config.tgt_vocab_size
+    config, batch, vocab = model.config, src.size(0), model.config.tgt_vocab_size
+    limits = _row_limits(model, max_len, batch)
+    max_len = max(limits)
+    row_limit = torch.tensor(limits, device=src.device).repeat_interleave(beam_size)  # (batch * beam,)
+    # (batch, 1) the length penalty of each input's longest possible output, for `settled`
+    longest_penalty = torch.tensor([[((5.0 + limit - 1) / 6.0) ** length_penalty] for limit in limits],
+                                   device=src.device)
     memory = model.encode(src).repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len, d_model)
     src = src.repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len)
     src_real = (src != config.pad_id).float()  # (batch * beam, src_len)
@@ -240,6 +265,8 @@ def search_beams(
     done = torch.zeros(batch * beam_size, dtype=torch.bool, device=src.device)
     first_beam = torch.arange(batch, device=src.device)[:, None] * beam_size  # (batch, 1) index of each input's beam 0
     cache = new_cache(model, use_cache)
+    searching = list(range(batch))  # the inputs still in the search, by their place in `src`
+    ended: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # input -> its last beam (beam, length), final scores
 
     def final_scores() -> torch.Tensor:
         """(batch, beam) the final score of each hypothesis as it stands."""
@@ -266,28 +293,51 @@ def search_beams(
         origin = (first_beam + flat // vocab).view(-1)  # (batch * beam) row each new hypothesis extends
         next_token = (flat % vocab).view(-1)
         tokens = torch.cat([tokens[origin], next_token[:, None]], dim=1)
-        done = done[origin] | (next_token == config.eos_id)
+        done = done[origin] | (next_token == config.eos_id) | (tokens.size(1) >= row_limit)
         coverage = coverage[origin]
         if cache is not None:
             cache.reorder(origin)
-        if length_penalty >= 0 and bool(done.any()) and settled(scores, final_scores(), done.view(batch, beam_size),
-                                                                ((5.0 + max_len - 1) / 6.0) ** length_penalty):
-            break
-    return tokens.view(batch, beam_size, -1), final_scores()
+        over = done.view(batch, beam_size).all(dim=-1)  # (batch,) inputs whose search has ended
+        if length_penalty >= 0 and bool(done.any()):
+            over |= settled(scores, final_scores(), done.view(batch, beam_size), longest_penalty)
+        if bool(over.any()):
+            # An input whose search has ended leaves the batch, with the beam and scores it ends with alone: the
+            # others' steps cost less without its rows (a batch's inputs end tens of steps apart).
+            beams, final = tokens.view(batch, beam_size, -1), final_scores()
+            for row in over.nonzero().flatten().tolist():
+                ended[searching[row]] = beams[row], final[row]
+            stay = ~over
+            rows = stay.repeat_interleave(beam_size).nonzero().flatten()  # (staying inputs * beam,)
+            memory, src, src_real, coverage, tokens, done, row_limit = (
+                kept[rows] for kept in (memory, src, src_real, coverage, tokens, done, row_limit))
+            scores, longest_penalty = scores[stay], longest_penalty[stay]
+            searching = [place for place, stays in zip(searching, stay.tolist()) if stays]
+            batch = len(searching)
+            first_beam = first_beam[:batch]
+            if cache is not None:
+                cache.keep(rows)
+    if searching:  # stopped at max_len
+        beams, final = tokens.view(batch, beam_size, -1), final_scores()
+        ended.update((place, (beams[row], final[row])) for row, place in enumerate(searching))
+    length = max(beam.size(1) for beam, _ in ended.values())
+    return (torch.stack([torch.cat([beam, beam.new_full((beam_size, length - beam.size(1)), config.pad_id)], dim=1)
+                         for beam, _ in (ended[place] for place in range(len(ended)))]),  # (batch, beam, length)
+            torch.stack([ended[place][1] for place in range(len(ended))]))
 
 
-def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longest_penalty: float) -> bool:
-    """Whether more steps of beam search cannot change its choice for any input, so that it may stop with exactly
-    the tokens it would choose running on (length_penalty >= 0). An input is settled when its best finished
-    hypothesis f (by final score) beats the best that any active hypothesis's descendants can end with: their
-    summed log-probability only falls (it is at most the active one's now, s <= 0), their coverage part is at most
-    0, and the length penalty grows with length, so they end at most s / longest_penalty. That also keeps f in the
-    beam: s / longest_penalty < final(f) gives s < f's rank in the search (its score plus its coverage part, as
-    longest_penalty >= 1 and f's own penalty is at most longest_penalty), so no descendant outranks it.
-    (batch, beam) each: summed log-probabilities, final scores, finished; longest_penalty: the length penalty of an
-    output of max_len - 1 tokens."""
+def settled(scores: torch.Tensor, final: torch.Tensor, done: torch.Tensor, longest_penalty: torch.Tensor | float
+            ) -> torch.Tensor:
+    """(batch,) bool: the inputs for which more steps of beam search cannot change its choice, so that their search may
+    stop with exactly the tokens it would choose running on (length_penalty >= 0). An input is settled when its best
+    finished hypothesis f (by final score) beats the best that any active hypothesis's descendants can end with:
+    their summed log-probability only falls (it is at most the active one's now, s <= 0), their coverage part is at
+    most 0, and the length penalty grows with length, so they end at most s / longest_penalty. That also keeps f in
+    the beam: s / longest_penalty < final(f) gives s < f's rank in the search (its score plus its coverage part, as
+    longest_penalty >= 1 and f's own penalty is at most longest_penalty), so no descendant outranks it. (batch,
+    beam) each: summed log-probabilities, final scores, finished; longest_penalty: the length penalty of an output
+    of max_len - 1 tokens, (batch, 1) one per input or one for all."""
     best = torch.where(done, final, float("-inf")).amax(dim=-1, keepdim=True)  # (batch, 1) best finished
-    return bool((done.any(dim=-1) & (done | (scores / longest_penalty < best)).all(dim=-1)).all())
+    return done.any(dim=-1) & (done | (scores / longest_penalty < best)).all(dim=-1)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from transformer import (
     model_device,
     resolve_checkpoint,
 )
+from transformer.batching import Batcher
 from transformer.checkpoint import (
     SRC_TOKENIZER_FILE,
     TGT_TOKENIZER_FILE,
@@ -66,7 +67,7 @@ from transformer.safety import read_bytes
 
 from . import turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
-from .shared import shared_pass
+from .shared import current_session, session_is_open, shared_pass
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
@@ -245,15 +246,23 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
                            for kind in ATTENTION_KINDS if any(record.keys_of(kind))), label_probs)
 
 
+# Translations of different sessions asked for at once are decoded as one batch, each batch in a model turn
+# (transformer.batching; $ATLAS_BATCH_SIZE=1 decodes each alone). Behind the shared results: a cached one never queues.
+BATCHER = Batcher.from_environment(turn=model_turn)
+
+
 @shared_pass("Running the model…")
 def translate(path: str, version: int, text: str, beam_size: int, snapshot: str = FINAL, ablated: tuple = (),
               mode: str = "zero") -> Analysis:
     """Translate `text` and capture the attention of one pass over (source, decoder input). ablated: ((attention
-    key, heads), ...) removed during the call. Raises ValueError when the input has nothing to read."""
+    key, heads), ...) removed during the call (such a call runs alone). Raises ValueError when the input has
+    nothing to read."""
     checkpoint = load(path, version).checkpoint
     model = model_of(path, version, snapshot)
-    with model_turn(), ablate(model, dict(ablated), mode):
-        translation = checkpoint.translate(text, beam_size=beam_size, model=model)
+    session = current_session()
+    with ablate(model, dict(ablated), mode):
+        translation = BATCHER.translate(checkpoint, text, beam_size, model,
+                                        alive=lambda: session is None or session_is_open(session))
     return Analysis(text=translation.text, src_ids=tuple(translation.src_ids), tgt_ids=tuple(translation.tgt_ids),
                     src_tokens=tuple(translation.src_tokens), tgt_tokens=tuple(translation.tgt_tokens),
                     src_typed=tuple(translation.src_typed), output_tokens=tuple(translation.output_tokens),

@@ -1,0 +1,115 @@
+"""Batching across sessions (transformer.batching): translations decoded as one batch ÷ one at a time, in this
+process, at 1, 8, 32 and 64 inputs at once; and the hall of benchmarks/load.py (forty sessions typing their own
+sentences at once) served with batching on and off, with the lecture scenario beside it, each figure also as a ratio
+to one translate-and-capture alone measured in the same run; and the hall again with K = 1, 2 app processes behind
+deploy/'s proxy, to show how the two levers combine."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from transformer import Checkpoint, load_checkpoint
+from transformer.evaluate import evaluation_cases
+
+from .common import Setup, result, side_by_side, skipped
+from .fixtures import app_folder, distinct_texts
+
+FIGURE = "batching"
+CONCURRENT = (1, 8, 32, 64)
+HALL_SESSIONS, HALL_ROUNDS = 40, 2
+PROCESSES = (1, 2)  # app processes behind deploy/'s nginx, each batching its own sessions' translations
+LECTURE_SESSIONS, LECTURE_SECONDS, LECTURE_THINK_S = 40, 30, 2
+
+
+def inputs(setup: Setup, checkpoint: Checkpoint, count: int) -> list[str]:
+    """`count` different inputs: the checkpoint's dev sentences (random ones for the smoke run's random model)."""
+    if setup.smoke:
+        texts = distinct_texts(checkpoint.src_tokenizer, 6)
+        return [next(texts) for _ in range(count)]
+    return sorted({source for _, source, _ in evaluation_cases(checkpoint, per_case=200)})[:count]
+
+
+def measure(setup: Setup) -> list[dict]:
+    """Inputs per second decoded (the card's decoding) and captured as one batch, ÷ the same inputs one at a time."""
+    checkpoint = load_checkpoint(setup.checkpoint)
+    rows = []
+    for count in CONCURRENT[:2] if setup.smoke else CONCURRENT:
+        texts = inputs(setup, checkpoint, count)
+        seconds = side_by_side({"one at a time": lambda texts=texts: [checkpoint.translate(text) for text in texts],
+                                "batched": lambda texts=texts: checkpoint.translate_batch(
+                                    [checkpoint.prepare(text) for text in texts])},
+                               repeats=1 if setup.smoke else 3)
+        rows.append(result(FIGURE, f"{count} input(s) at once, translations/s batched ÷ one at a time",
+                           seconds["one at a time"] / seconds["batched"], "×",
+                           at_least=None if count == 1 else 1.5,
+                           batched_per_s=count / seconds["batched"], alone_per_s=count / seconds["one at a time"],
+                           decoding=checkpoint.card.decoding or "greedy"))
+    return rows
+
+
+def solo_cpu_s(checkpoint: Checkpoint, texts: list[str]) -> float:
+    """Median CPU seconds of one translate-and-capture (the card's decoding), each input alone in this process."""
+    times = []
+    for text in texts:
+        start = time.process_time()
+        checkpoint.translate(text)
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def hall(setup: Setup) -> list[dict]:
+    """The hall scenario with batching on and off, the lecture scenario beside it, and one translate-and-capture
+    alone in this process (its CPU: what a new input costs when nothing else runs)."""
+    if setup.smoke:  # the random model has no sentences of its own to type
+        return [skipped("hall", "the smoke run's random checkpoint has no dev sentences to type")]
+    from .load import batching_switch, run_hall, run_load
+
+    checkpoint = load_checkpoint(setup.checkpoint)
+    with torch.inference_mode():
+        solo = solo_cpu_s(checkpoint, inputs(setup, checkpoint, 40))
+    folder, name = app_folder(setup, setup.checkpoint), setup.checkpoint.name
+    halls = {batching: run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, batching=batching,
+                                log=setup.workdir / f"hall-{batching}.log") for batching in (True, False)}
+    lectures = {}
+    for batching in (True, False):
+        with batching_switch(batching):
+            lectures[batching] = run_load(folder, name, LECTURE_SESSIONS, LECTURE_SECONDS, think_s=LECTURE_THINK_S,
+                                          lecture=True, log=setup.workdir / f"lecture-{batching}.log")
+    proxied = {k: run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, processes=k, log=setup.workdir / f"hall-{k}.log")
+               for k in PROCESSES}
+    on, off = halls[True], halls[False]
+    case = f"{HALL_SESSIONS} sessions type their own dev sentences at once, {HALL_ROUNDS} rounds, on {name}"
+    rows = [result("hall", "one translate-and-capture alone in this process, CPU s", solo, "s")]
+    for batching, figures in halls.items():
+        state = "batching on" if batching else "batching off"
+        rows += [
+            result("hall", f"server CPU s per new input, {state}, {case}", figures["server_cpu_s_per_input"], "s",
+                   ratio_to_solo=figures["server_cpu_s_per_input"] / solo),
+            result("hall", f"p95 s per new input, {state}", figures["type_p95_s"], "s",
+                   ratio_to_solo=figures["type_p95_s"] / solo, p50_s=figures["type_p50_s"]),
+            result("hall", f"p95 s per click of a session that only clicks, {state}", figures["watch_p95_s"], "s",
+                   clicks=figures["watch_clicks"], students_clicks_p95_s=figures["click_p95_s"]),
+            result("hall", f"errors, {state}", len(figures["errors"]) + len(lectures[batching]["errors"]), "",
+                   at_most=0, first_errors=(figures["errors"] + lectures[batching]["errors"])[:5]),
+        ]
+    rows += [
+        result("hall", "server CPU per new input, batching off ÷ on", off["server_cpu_s_per_input"]
+               / on["server_cpu_s_per_input"], "×", at_least=3),
+        result("hall", "p95 per new input, batching off ÷ on", off["type_p95_s"] / on["type_p95_s"], "×", at_least=3),
+        result("hall", "server CPU per new input with batching ÷ one translate-and-capture alone",
+               on["server_cpu_s_per_input"] / solo, "×"),
+        result("hall", "p95 per new input with batching ÷ one translate-and-capture alone", on["type_p95_s"] / solo,
+               "×"),
+        *[result("hall", f"{k} process(es) behind nginx, batching on: server CPU s per new input",
+                 figures["server_cpu_s_per_input"], "s", p95_s=figures["type_p95_s"],
+                 watch_p95_s=figures["watch_p95_s"], errors=figures["errors"][:5]) for k, figures in proxied.items()],
+        result("hall", "p95 per new input, 1 ÷ 2 processes behind nginx, batching on",
+               proxied[1]["type_p95_s"] / proxied[2]["type_p95_s"], "×"),
+        result("hall", f"lecture: p95 s per click, {LECTURE_SESSIONS} sessions on one link, batching on",
+               lectures[True]["p95_s"], "s", off_p95_s=lectures[False]["p95_s"]),
+        result("hall", "lecture: p95 per click, batching on ÷ off", lectures[True]["p95_s"] / lectures[False]["p95_s"],
+               "×", at_most=1.2),
+    ]
+    return rows
