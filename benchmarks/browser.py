@@ -21,14 +21,14 @@ FIRST_FIGURE_AT_MOST = 3.0  # seconds from the server's health check answering t
 FIRST_VISITS = 3  # fresh servers (each starts in tens of seconds): the median of these
 
 # True once the run has ended and the model view shows the new input: an x axis as long as the source (each
-# panel is an image, whose axis spans its width in cells) and one image trace per panel (the invisible heatmaps that
-# make panels clickable are drawn as SVG images too, so traces are counted, not elements).
-DRAWN = """([tokens, panels]) => {
+# panel is an image, whose axis spans its width in cells) and its panels' image traces (as many as fit the page: the
+# model view shows the others a click away).
+DRAWN = """(tokens) => {
     if (document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')) return false;
     const plot = document.querySelector('.stPlotlyChart .js-plotly-plot');
     const axis = plot && plot._fullLayout && plot._fullLayout.xaxis;
     return Boolean(axis) && Math.round(axis.range[1] - axis.range[0]) === tokens
-        && plot.data.filter(trace => trace.type === 'image').length === panels;
+        && plot.data.some(trace => trace.type === 'image');
 }"""
 # True once the app's run has ended and its first figure is laid out and drawn.
 FIRST_DRAWN = """() => {
@@ -52,8 +52,6 @@ def measure(setup: Setup) -> list[dict]:
         shutil.copytree(path, folder / path.name)
     loaded = {tokens: load_checkpoint(path) for tokens, path in checkpoints.items()}
     texts = {tokens: distinct_texts(checkpoint.src_tokenizer, tokens) for tokens, checkpoint in loaded.items()}
-    panels = {tokens: checkpoint.config.num_decoder_layers * checkpoint.config.num_heads
-              for tokens, checkpoint in loaded.items()}
     example_tokens = {tokens: token_count(checkpoint.src_tokenizer, checkpoint.card.examples[0])
                       for tokens, checkpoint in loaded.items()}  # what a new session shows first
     received: list[int] = []  # bytes of every websocket frame the page got from the server
@@ -71,13 +69,13 @@ def measure(setup: Setup) -> list[dict]:
                 """A new session on the model view of the n-token checkpoint, drawn for its short example, with a
                 new n-token input typed but not yet submitted."""
                 page.goto(f"{url}?checkpoint={checkpoints[tokens].name}&view=model&kind=decoder.cross")
-                page.wait_for_function(DRAWN, arg=[example_tokens[tokens], panels[tokens]], polling="raf")
+                page.wait_for_function(DRAWN, arg=example_tokens[tokens], polling="raf")
                 box.fill(next(texts[tokens]))
 
             def submit(tokens: int) -> None:
                 before = sum(received)
                 box.press("Enter")
-                page.wait_for_function(DRAWN, arg=[tokens, panels[tokens]], polling="raf")
+                page.wait_for_function(DRAWN, arg=tokens, polling="raf")
                 frame_bytes[tokens].append(sum(received) - before)
 
             open_page(min(checkpoints))
