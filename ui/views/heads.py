@@ -21,8 +21,9 @@ def render(page: Page) -> None:
     leading = ["kind", "layer", "head", "role"]
     st.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
                  column_order=leading + [name for name in statistics.columns if name not in leading],
-                 column_config={name: st.column_config.NumberColumn(format="%.3f")
-                                for name in statistics.select_dtypes("float").columns})
+                 column_config={"role": st.column_config.TextColumn(width="medium"),  # "previous-token" whole
+                                **{name: st.column_config.NumberColumn(format="%.3f")
+                                   for name in statistics.select_dtypes("float").columns}})
     st.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: the "
                "first rule a head passes: " + "; ".join(f"{role}: {column} > {limit}"
                                                          for role, column, limit in viz.ROLE_RULES) + ".")
