@@ -503,29 +503,6 @@ def test_beam_search_from_a_link(app):
     assert outputs(at)[0]
 
 
-def test_an_entry_expiring_between_the_caches_check_and_its_read_breaks_no_page(app, monkeypatch):
-    """Streamlit's ttl caches check that an entry is there, then read it, each at its own time: an entry whose ttl
-    ends in between raised KeyError(key) on the page (the 2 s folder scan did, once in a churn of 200 sessions). Here
-    every read of every such entry comes after its ttl."""
-    import streamlit as st
-    from streamlit.runtime.caching import cache_utils
-    TTLCache = pytest.importorskip("streamlit.runtime.caching.ttl_cache",  # where Streamlit 1.67 keeps its TTLCache
-                                   reason="this Streamlit keeps its caches elsewhere").TTLCache
-
-    clock, read = [0.0], TTLCache.__getitem__
-
-    def read_after_expiry(cache, key):
-        clock[0] += 10.0**6  # past any ttl of the app's caches
-        return read(cache, key)
-
-    monkeypatch.setattr(cache_utils, "TTLCACHE_TIMER", lambda: clock[0])
-    monkeypatch.setattr(TTLCache, "__getitem__", read_after_expiry)
-    st.cache_resource.clear()  # the caches are made again, on this clock
-    at = ok(app(view="training"))  # the folder scan, the folder checks, the checkpoint and its snapshots
-    ok(at.run())  # every one of them read again
-    assert clock[0] > 0  # the reads did come after expiry
-
-
 def test_a_folder_without_checkpoints_says_what_to_do(app, tmp_path, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
     at = ok(app())

@@ -195,11 +195,11 @@ def test_memory_is_bounded_by_max_len(checkpoint):
 
 
 def test_every_app_cache_has_a_size_limit():
-    """st.cache_data / st.cache_resource (also through ui.passes.cache_expiring) without max_entries would keep every
-    input ever typed."""
+    """st.cache_data / st.cache_resource / ui.shared.expiring without max_entries would keep every input ever
+    typed."""
     code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
-    decorators = re.findall(r"@(?:st\.cache_(?:data|resource)|cache_expiring)\(([^)]*)\)", code)
-    assert len(decorators) == code.count("@st.cache_") + code.count("@cache_expiring(") >= 10
+    decorators = re.findall(r"@(?:st\.cache_(?:data|resource)|expiring)\(([^)]*)\)", code)
+    assert len(decorators) == code.count("@st.cache_") + code.count("@expiring(") >= 10
     assert all("max_entries=" in arguments for arguments in decorators), decorators
 
 

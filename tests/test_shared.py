@@ -11,7 +11,7 @@ import pytest
 
 import viz
 from helpers import run_together
-from ui.shared import SharedResults, fingerprint, once, size_of
+from ui.shared import Expiring, SharedResults, clear, fingerprint, once, size_of
 
 
 def weights(seed: int = 0, n: int = 6) -> np.ndarray:
@@ -218,3 +218,55 @@ def test_a_shared_figure_carries_its_key_as_its_data_revision():
     fig = once(viz.head_heatmap, weights(0), tokens, tokens)
     assert fig.layout.datarevision == fingerprint(viz.head_heatmap, (weights(0), tokens, tokens), {})
     assert once(viz.head_heatmap, weights(1), tokens, tokens).layout.datarevision != fig.layout.datarevision
+
+
+def expiring_cache(function, ttl_s=2.0, max_entries=3, clock=None):
+    released = []
+    cache = Expiring(function, ttl_s, max_entries, on_release=released.append, clock=clock or (lambda: 0.0))
+    return cache, released
+
+
+def test_an_expiring_result_is_kept_for_its_ttl_then_computed_again():
+    now, calls = [0.0], []
+    cache, released = expiring_cache(lambda name: calls.append(name) or f"{name}@{now[0]}", clock=lambda: now[0])
+    assert cache("eng-fra") == cache("eng-fra") == "eng-fra@0.0" and calls == ["eng-fra"]
+    now[0] = 1.9
+    assert cache("eng-fra") == "eng-fra@0.0"
+    now[0] = 2.0  # ttl_s after it was computed, however often it was read since
+    assert cache("eng-fra") == "eng-fra@2.0" and calls == ["eng-fra"] * 2
+    assert released == ["eng-fra@0.0"]
+
+
+def test_expiring_keeps_max_entries_and_releases_the_least_recently_used():
+    cache, released = expiring_cache(lambda number, *, twice=False: 2 * number if twice else number)
+    assert [cache(1), cache(2), cache(3), cache(1)] == [1, 2, 3, 1]
+    assert cache(4) == 4 and released == [2]  # 1 was read after 2
+    assert cache(4, twice=True) == 8 and released == [2, 3]  # keyword arguments are part of the key
+    clear()  # the app's "forget everything" clears these caches too
+    assert released == [2, 3, 1, 4, 8] and cache(1) == 1
+
+
+def test_callers_that_miss_the_same_expiring_key_at_once_wait_for_one_computation():
+    computed, results = [], []
+
+    def load(name):
+        computed.append(name)
+        threading.Event().wait(0.2)  # a checkpoint loading: the others arrive meanwhile
+        return name.upper()
+    cache, _ = expiring_cache(load)
+    run_together(lambda _: results.append(cache("eng-fra")), 8, timeout_s=30)
+    assert results == ["ENG-FRA"] * 8 and computed == ["eng-fra"]
+
+
+def test_an_expiring_failure_is_raised_and_not_kept():
+    outcomes = iter([OSError("the folder went away"), "loaded"])
+
+    def load(name):
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+    cache, released = expiring_cache(load)
+    with pytest.raises(OSError, match="went away"):
+        cache("eng-fra")
+    assert cache("eng-fra") == "loaded" and released == []

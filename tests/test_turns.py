@@ -1,5 +1,5 @@
-"""ui.turns: model work takes turns, oldest click first; how many turns a process and a deployment's processes get.
-(tests/test_concurrency.py runs the app's passes through them from many threads.)"""
+"""ui.turns: model work and page code take turns, oldest click first; how many turns a process and a deployment's
+processes get. (tests/test_concurrency.py runs the app's passes through them from many threads.)"""
 from __future__ import annotations
 
 import threading
@@ -9,6 +9,7 @@ import pytest
 
 from deploy.local import app_environment
 from ui import turns
+from ui.shared import SharedResults
 from ui.turns import Turns, arrived, turn_count
 
 
@@ -63,3 +64,65 @@ def test_a_deployments_processes_share_the_cores(monkeypatch, cores, processes, 
     monkeypatch.setattr("deploy.local.cores", lambda: cores)
     assert app_environment(processes, {})["ATLAS_MODEL_TURNS"] == each
     assert app_environment(processes, {"ATLAS_MODEL_TURNS": "5"})["ATLAS_MODEL_TURNS"] == "5"  # the operator's say
+
+
+def started(target) -> threading.Thread:
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread
+
+
+def test_a_rerun_lets_go_of_its_page_turn_while_it_waits_for_a_pass(monkeypatch):
+    """One page turn: A waits (for a model pass) until B has drawn its page, which B can only do in A's turn."""
+    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    order, a_waits, b_drew = [], threading.Event(), threading.Event()
+
+    def a():
+        with turns.page():
+            with turns.waiting():
+                a_waits.set()
+                assert b_drew.wait(timeout=10)
+            order.append("A")
+
+    def b():
+        assert a_waits.wait(timeout=10)
+        with turns.page():
+            order.append("B")
+            b_drew.set()
+    for thread in [started(a), started(b)]:
+        thread.join(timeout=20)
+    assert order == ["B", "A"]
+
+
+def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypatch):
+    """One page turn. A builds a shared pass (outside its turn, as shared_pass does); B asks for the same key and
+    waits for A's build; C, a click with nothing to wait for, still draws its page before A's build ends."""
+    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    cache = SharedResults(10**6, session=lambda: None)
+    building, b_asks, c_drew, got = threading.Event(), threading.Event(), threading.Event(), {}
+
+    def build():
+        with turns.waiting():
+            building.set()
+            assert c_drew.wait(timeout=10)
+            return "the pass"
+
+    def session(name):
+        def run():
+            with turns.page():
+                if name == "C":
+                    c_drew.set()
+                else:
+                    if name == "B":
+                        b_asks.set()
+                    got[name] = cache.get("the input", build)
+        return run
+    a = started(session("A"))
+    assert building.wait(timeout=10)
+    b = started(session("B"))
+    assert b_asks.wait(timeout=10)
+    time.sleep(0.05)  # B is waiting for A's build
+    c = started(session("C"))
+    for thread in (a, b, c):
+        thread.join(timeout=20)
+    assert got == {"A": "the pass", "B": "the pass"} and c_drew.is_set()

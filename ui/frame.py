@@ -39,6 +39,11 @@ PICKER_CSS = """<style>
 
 def draw_page() -> None:
     turns.arrived()
+    with turns.page():
+        draw_frame()
+
+
+def draw_frame() -> None:
     state.restore()
     deck = presenter.follow_deck()
     lecture = st.session_state.lecture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import os
 import shutil
 import tempfile
@@ -67,7 +66,7 @@ from transformer.safety import read_bytes
 
 from . import turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
-from .shared import current_session, session_is_open, shared_pass
+from .shared import current_session, expiring, session_is_open, shared_pass
 from .state import FINAL
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
@@ -92,26 +91,6 @@ def model_turn() -> Iterator[None]:
         raise OutOfMemory(failed)
 
 
-def cache_expiring(ttl, **options):
-    """st.cache_resource(ttl=ttl, **options), safe at the moment an entry expires. Streamlit's cache checks that the
-    entry is there and then reads it, each at its own time, and raises KeyError(key) when the ttl ends in between
-    (streamlit.runtime.caching: read_result, ttl_cache.TTLCache): with the folder scan expiring every 2 s, it
-    happens under load. Asked again, the cache finds the entry gone and builds it. The functions below
-    raise no KeyError of their own."""
-    def decorate(function):
-        cached = st.cache_resource(ttl=ttl, **options)(function)
-
-        @functools.wraps(function)
-        def call(*args, **kwargs):
-            try:
-                return cached(*args, **kwargs)
-            except KeyError:
-                return cached(*args, **kwargs)
-        call.clear = cached.clear
-        return call
-    return decorate
-
-
 # Loaded checkpoints are kept per folder version, without a count bound (a fixed one thrashed at 9+ folders): only
 # the checkpoints someone looks at are loaded, and an hour without a look frees one (and a training folder's old
 # versions).
@@ -133,7 +112,7 @@ def checkpoints_dir() -> Path:
 FOLDER_SCAN_S = 2.0
 
 
-@cache_expiring(FOLDER_SCAN_S, max_entries=4, show_spinner=False)
+@expiring(FOLDER_SCAN_S, max_entries=4)
 def folder_scan(root: str, root_stamp: int) -> dict[str, tuple[str, int]]:
     """name -> (path, version) of every checkpoint folder under root (root_stamp: its modification time)."""
     return {name: (str(resolve_checkpoint(root, name)), checkpoint_version(Path(root) / name))
@@ -179,7 +158,7 @@ def unexpected(path: str, error: Exception) -> str:
 
 
 # Entry limits bound the memory: a few loaded models (only those someone views), cheap facts about many folders.
-@cache_expiring(KEPT_FOR, max_entries=4096, show_spinner=False)
+@expiring(KEPT_FOR, max_entries=4096)
 def folder_error(path: str, version: int) -> str:
     """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors), within
     a time limit (transformer.checkpoint.folder_problem)."""
@@ -192,7 +171,7 @@ def folder_errors() -> dict[str, str]:
     return {name: folder_error(path, version) for name, (path, version) in folders().items()}
 
 
-@cache_expiring(KEPT_FOR, max_entries=8, show_spinner="Loading the checkpoint…")
+@expiring(KEPT_FOR, max_entries=8, spinner="Loading the checkpoint…")
 def load(path: str, version: int) -> Loaded:
     """The checkpoint at `path`, loaded once and shared by every session. A failure is kept too, so a broken folder
     is not read again until it changes."""
@@ -211,7 +190,7 @@ def loaded(name: str) -> Loaded:
         return Loaded(None, str(error))
 
 
-@cache_expiring(KEPT_FOR, max_entries=16, show_spinner="Loading the training snapshot…")
+@expiring(KEPT_FOR, max_entries=16, spinner="Loading the training snapshot…")
 def load_snapshot(path: str, version: int, snapshot: str) -> torch.nn.Module:
     try:
         return load(path, version).checkpoint.load_snapshot(snapshot)
@@ -226,7 +205,7 @@ def model_of(path: str, version: int, snapshot: str) -> torch.nn.Module:
     return load(path, version).checkpoint.model if snapshot == FINAL else load_snapshot(path, version, snapshot)
 
 
-@cache_expiring(KEPT_FOR, max_entries=256, show_spinner=False)
+@expiring(KEPT_FOR, max_entries=256)
 def vocabulary(path: str, version: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every source and target piece by id: two checkpoints with the same can read the same ids. Reads the config
     and tokenizers only, so finding the checkpoints comparable to one loads none of them. CheckpointError if the
@@ -466,8 +445,7 @@ def remove_corpus_file(result: CorpusFile) -> None:
         shutil.rmtree(Path(result.parquet).parent, ignore_errors=True)
 
 
-@cache_expiring(KEPT_FOR, max_entries=8, show_spinner="Running the checkpoint over the corpus…",
-                on_release=remove_corpus_file)
+@expiring(KEPT_FOR, max_entries=8, spinner="Running the checkpoint over the corpus…", on_release=remove_corpus_file)
 def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     """The checkpoint's heads over `count` corpus inputs, as a Parquet file. Takes no model turn: one run holds the
     model for seconds to minutes, and the passes of everyone else's clicks must not wait for it."""

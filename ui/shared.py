@@ -15,14 +15,17 @@ sessions that open a lecture's link together wait for one pass and one figure, n
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import datetime
 import functools
 import hashlib
 import inspect
 import threading
 import time
+import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -31,6 +34,8 @@ import pyarrow as pa
 import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from . import turns
 
 FIGURE_BYTES = 256 * 2**20  # what the shared figures and tables may hold in all (estimated)
 PASS_BYTES = 768 * 2**20  # what the shared model passes may hold (a 256-token pass of 6 x 8 heads: ~75 MB)
@@ -118,6 +123,15 @@ def size_of(value, _depth: int = 0) -> int:
     return 8
 
 
+@contextlib.contextmanager
+def _held(lock: threading.Lock) -> Iterator[None]:
+    """Release `lock`, already acquired, on leaving the block."""
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def current_session() -> str | None:
     """The id of the session whose rerun runs in this thread (None outside one)."""
     context = get_script_run_ctx(suppress_warning=True)
@@ -174,7 +188,9 @@ class SharedResults:
             if entry is not None:
                 return entry.value
             building = self._building.setdefault(key, threading.Lock())
-        with building:
+        with turns.waiting():  # maybe for another session's build
+            building.acquire()
+        with _held(building):
             with self._lock:
                 entry = self._cached(key, session)  # built while this session waited for it
                 if entry is not None:
@@ -250,14 +266,95 @@ def shared_pass(spinner: str):
         @functools.wraps(function)
         def cached(*args, **kwargs):
             def build():
-                with st.spinner(spinner):
+                with st.spinner(spinner), turns.waiting():  # for a model turn, or a batch (transformer.batching)
                     return function(*args, **kwargs)
             return PASSES.get(fingerprint(function, args, kwargs), build)
         return cached
     return decorate
 
 
+_EXPIRING: weakref.WeakSet[Expiring] = weakref.WeakSet()  # every Expiring cache, for clear()
+
+
+class Expiring:
+    """`function`'s results by argument, shared by every session for `ttl_s` after each is computed, at most
+    `max_entries` of them (the least recently used go first; `on_release(value)` is called on each that goes).
+
+    What st.cache_resource(ttl=…) did for the folder scan, the folder checks and the loaded checkpoints, at a
+    hundredth of its cost per call: every rerun of every page asks for a dozen of them, and Streamlit's cache
+    hashed the arguments and looked for widgets to replay on each (about 0.3 ms a call, a tenth of a click's page).
+    A key is computed once at a time, under `spinner` if one is given; the callers that wait for it, and the
+    computation itself (a checkpoint's load, a corpus run of minutes), run outside the page turns (ui.turns). An
+    exception is raised to its caller and not kept."""
+
+    def __init__(self, function: Callable, ttl_s: float, max_entries: int, spinner: str | None = None,
+                 on_release: Callable[[object], None] | None = None, clock: Callable[[], float] = time.monotonic):
+        self.function, self.ttl_s, self.max_entries, self.spinner = function, ttl_s, max_entries, spinner
+        self.on_release, self.clock = on_release, clock
+        self._entries: OrderedDict[tuple, tuple[float, object]] = OrderedDict()  # key -> (computed at, value)
+        self._building: dict[tuple, threading.Lock] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, function)
+        _EXPIRING.add(self)
+
+    def _fresh(self, key: tuple):
+        """The entry under `key` if it is younger than ttl_s, else None; call with self._lock held."""
+        entry = self._entries.get(key)
+        if entry is None or self.clock() - entry[0] >= self.ttl_s:
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    def __call__(self, *args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items())))
+        with self._lock:
+            entry = self._fresh(key)
+            if entry is not None:
+                return entry[1]
+            building = self._building.setdefault(key, threading.Lock())
+        with turns.waiting():
+            with building:
+                with self._lock:
+                    entry = self._fresh(key)  # computed while this caller waited for it
+                if entry is not None:
+                    return entry[1]
+                try:
+                    with st.spinner(self.spinner) if self.spinner else contextlib.nullcontext():
+                        value = self.function(*args, **kwargs)
+                    with self._lock:
+                        released = [self._entries.pop(key)] if key in self._entries else []
+                        self._entries[key] = (self.clock(), value)
+                        while len(self._entries) > self.max_entries:
+                            released.append(self._entries.popitem(last=False)[1])
+                finally:
+                    with self._lock:
+                        self._building.pop(key, None)
+        for _, old in released:
+            self._release(old)
+        return value
+
+    def _release(self, value) -> None:
+        if self.on_release is not None:
+            self.on_release(value)
+
+    def clear(self) -> None:
+        with self._lock:
+            released, self._entries = list(self._entries.values()), OrderedDict()
+        for _, value in released:
+            self._release(value)
+
+
+def expiring(ttl: datetime.timedelta | float, max_entries: int, spinner: str | None = None,
+             on_release: Callable[[object], None] | None = None) -> Callable[[Callable], Expiring]:
+    """Decorator: the function's results kept for `ttl` (seconds or a timedelta), at most `max_entries` (Expiring)."""
+    ttl_s = ttl.total_seconds() if isinstance(ttl, datetime.timedelta) else float(ttl)
+    return lambda function: Expiring(function, ttl_s, max_entries, spinner, on_release)
+
+
 def clear() -> None:
-    """Forget every shared figure and pass (for tests and benchmarks of a first visit)."""
+    """Forget every shared figure and pass, and every loaded checkpoint (for tests and benchmarks of a first
+    visit)."""
     RESULTS.clear()
     PASSES.clear()
+    for cache in list(_EXPIRING):
+        cache.clear()

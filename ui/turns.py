@@ -1,4 +1,5 @@
-"""Model work takes turns: at most as many passes run at once as the process has cores, oldest click first.
+"""Model work takes turns: at most as many passes run at once as the process has cores, oldest click first. So does
+the page's own Python (`page()`), for the same reason.
 
 Streamlit runs each session's script in a thread of its own, and torch lets go of the GIL around every operation:
 twenty sessions that run the model at once hand the GIL to each other thousands of times a second, and pay for it in
@@ -8,6 +9,13 @@ more CPU (docs/load-test.md has the measurements).
 The others wait, served in the order their clicks arrived (`arrived()`, called when a run of the page starts), not
 the order they asked for a turn: a view that needs several passes (the training view's snapshots) would otherwise
 queue again for each, behind every click that came after its own.
+
+The page's Python holds the GIL: forty sessions rerunning at once (a hall typing its own sentences) take turns at
+one core whatever their number, and each thread that wants the GIL while another holds it costs the holder a
+hand-over. A rerun therefore runs its page in a page turn (`page()`), as many as there are cores, oldest click
+first, and lets go of it whenever it waits for others (`waiting()`): for a model pass (its own, or a batch with
+other sessions' inputs) or for a shared result another session is building. Nothing waits for a page turn while
+holding a model turn or a result being built, so the turns cannot wait on each other in a circle.
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 _arrived: ContextVar[float | None] = ContextVar("attention_atlas_click_arrived", default=None)
+_holds_page: ContextVar[bool] = ContextVar("attention_atlas_holds_page_turn", default=False)
 
 
 def arrived() -> None:
@@ -44,6 +53,13 @@ class Turns:
 
     @contextmanager
     def turn(self) -> Iterator[None]:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self) -> None:
         arrival = _arrived.get()
         with self._lock:
             if self._free:
@@ -55,14 +71,13 @@ class Turns:
                                                next(self._order), wake_up))
         if wake_up is not None:
             wake_up.wait()  # the turn is handed over by the holder that frees it
-        try:
-            yield
-        finally:
-            with self._lock:
-                if self._waiting:
-                    heapq.heappop(self._waiting)[2].set()
-                else:
-                    self._free += 1
+
+    def release(self) -> None:
+        with self._lock:
+            if self._waiting:
+                heapq.heappop(self._waiting)[2].set()
+            else:
+                self._free += 1
 
 
 def cores() -> int:
@@ -81,3 +96,31 @@ def turn_count(environ=os.environ) -> int:
 
 
 MODEL = Turns(turn_count())  # every pass of ui.passes takes one of these
+PAGE = Turns(turn_count())  # every rerun's page code takes one of these (page())
+
+
+@contextmanager
+def page() -> Iterator[None]:
+    """Run a rerun of the page in a page turn (see above)."""
+    with PAGE.turn():
+        holding = _holds_page.set(True)
+        try:
+            yield
+        finally:
+            _holds_page.reset(holding)
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Let go of this thread's page turn, if it holds one, while it waits for others (a model pass, a result another
+    session builds); take one again after."""
+    if not _holds_page.get():
+        yield
+        return
+    PAGE.release()
+    holding = _holds_page.set(False)
+    try:
+        yield
+    finally:
+        _holds_page.reset(holding)
+        PAGE.acquire()
