@@ -1,8 +1,9 @@
 """Batching across sessions (transformer.batching): translations decoded as one batch ÷ one at a time, in this
 process, at 1, 8, 32 and 64 inputs at once; and the hall of benchmarks/load.py (forty sessions typing their own
-sentences at once) served with batching on and off, with the lecture scenario beside it, each figure also as a ratio
-to one translate-and-capture alone measured in the same run; and the hall again with K = 1, 2 app processes behind
-deploy/'s proxy, to show how the two levers combine."""
+sentences at once) served by the app as it was before (BEFORE, a git worktree of that commit) and as it is, with
+batching on and off, with the lecture scenario beside it, each figure also as a ratio to one translate-and-capture
+alone measured in the same run; and the hall again with K = 1, 2 app processes behind deploy/'s proxy, to show how
+the levers combine."""
 from __future__ import annotations
 
 import statistics
@@ -21,6 +22,10 @@ CONCURRENT = (1, 8, 32, 64)
 HALL_SESSIONS, HALL_ROUNDS = 40, 2
 PROCESSES = (1, 2)  # app processes behind deploy/'s nginx, each batching its own sessions' translations
 LECTURE_SESSIONS, LECTURE_SECONDS, LECTURE_THINK_S = 40, 30, 2
+# The app before the hall was served any differently (no batching across sessions, no page turns, Streamlit's own
+# caches on every rerun): the hall and lecture figures are measured against it in the same run, on the same
+# checkpoint folder.
+BEFORE = "5a1ddeb"
 
 
 def inputs(setup: Setup, checkpoint: Checkpoint, count: int) -> list[str]:
@@ -60,56 +65,66 @@ def solo_cpu_s(checkpoint: Checkpoint, texts: list[str]) -> float:
 
 
 def hall(setup: Setup) -> list[dict]:
-    """The hall scenario with batching on and off, the lecture scenario beside it, and one translate-and-capture
-    alone in this process (its CPU: what a new input costs when nothing else runs)."""
+    """The hall scenario served by the app as it was BEFORE and as it is (batching on and off, and 1 or 2 processes
+    behind the proxy), the lecture scenario beside it, and one translate-and-capture alone in this process (its CPU:
+    what a new input costs when nothing else runs)."""
     if setup.smoke:  # the random model has no sentences of its own to type
         return [skipped("hall", "the smoke run's random checkpoint has no dev sentences to type")]
     from .load import batching_switch, run_hall, run_load
-
     checkpoint = load_checkpoint(setup.checkpoint)
     with torch.inference_mode():
         solo = solo_cpu_s(checkpoint, inputs(setup, checkpoint, 40))
     folder, name = app_folder(setup, setup.checkpoint), setup.checkpoint.name
-    halls = {batching: run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, batching=batching,
-                                log=setup.workdir / f"hall-{batching}.log") for batching in (True, False)}
-    lectures = {}
-    for batching in (True, False):
+
+    def hall_of(label: str, **options) -> dict:
+        return run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, log=setup.workdir / f"hall-{label}.log", **options)
+
+    def lecture_of(label: str, batching: bool = True, **options) -> dict:
         with batching_switch(batching):
-            lectures[batching] = run_load(folder, name, LECTURE_SESSIONS, LECTURE_SECONDS, think_s=LECTURE_THINK_S,
-                                          lecture=True, log=setup.workdir / f"lecture-{batching}.log")
-    proxied = {k: run_hall(folder, name, HALL_SESSIONS, HALL_ROUNDS, processes=k, log=setup.workdir / f"hall-{k}.log")
-               for k in PROCESSES}
-    on, off = halls[True], halls[False]
+            return run_load(folder, name, LECTURE_SESSIONS, LECTURE_SECONDS, think_s=LECTURE_THINK_S, lecture=True,
+                            log=setup.workdir / f"lecture-{label}.log", **options)
+    halls = {"before": hall_of("before", code=BEFORE), "batching off": hall_of("off", batching=False),
+             "now": hall_of("now")}
+    lectures = {"before": lecture_of("before", code=BEFORE), "batching off": lecture_of("off", batching=False),
+                "now": lecture_of("now")}
+    proxied = {k: hall_of(f"{k}-processes", processes=k) for k in PROCESSES}
+    before, off, now = halls["before"], halls["batching off"], halls["now"]
     case = f"{HALL_SESSIONS} sessions type their own dev sentences at once, {HALL_ROUNDS} rounds, on {name}"
     rows = [result("hall", "one translate-and-capture alone in this process, CPU s", solo, "s")]
-    for batching, figures in halls.items():
-        state = "batching on" if batching else "batching off"
+    for label, figures in halls.items():
+        state = f"the app of commit {BEFORE}" if label == "before" else label
         rows += [
             result("hall", f"server CPU s per new input, {state}, {case}", figures["server_cpu_s_per_input"], "s",
-                   ratio_to_solo=figures["server_cpu_s_per_input"] / solo),
+                   ratio_to_solo=figures["server_cpu_s_per_input"] / solo,
+                   each_round=[round(r["cpu_s_per_input"], 4) for r in figures["rounds"]]),
             result("hall", f"p95 s per new input, {state}", figures["type_p95_s"], "s",
-                   ratio_to_solo=figures["type_p95_s"] / solo, p50_s=figures["type_p50_s"]),
+                   ratio_to_solo=figures["type_p95_s"] / solo, p50_s=figures["type_p50_s"],
+                   each_round=[round(r["p95_s"], 3) for r in figures["rounds"]]),
             result("hall", f"p95 s per click of a session that only clicks, {state}", figures["watch_p95_s"], "s",
                    clicks=figures["watch_clicks"], students_clicks_p95_s=figures["click_p95_s"]),
-            result("hall", f"errors, {state}", len(figures["errors"]) + len(lectures[batching]["errors"]), "",
-                   at_most=0, first_errors=(figures["errors"] + lectures[batching]["errors"])[:5]),
+            result("hall", f"errors, {state}", len(figures["errors"]) + len(lectures[label]["errors"]), "",
+                   at_most=0, first_errors=(figures["errors"] + lectures[label]["errors"])[:5]),
         ]
     rows += [
+        result("hall", f"server CPU per new input, the app of {BEFORE} ÷ now", before["server_cpu_s_per_input"]
+               / now["server_cpu_s_per_input"], "×", at_least=3,
+               each_round=[round(b["cpu_s_per_input"] / n["cpu_s_per_input"], 2)
+                           for b, n in zip(before["rounds"], now["rounds"])]),
+        result("hall", f"p95 per new input, the app of {BEFORE} ÷ now", before["type_p95_s"] / now["type_p95_s"], "×",
+               at_least=3, each_round=[round(b["p95_s"] / n["p95_s"], 2) for b, n in zip(before["rounds"],
+                                                                                     now["rounds"])]),
         result("hall", "server CPU per new input, batching off ÷ on", off["server_cpu_s_per_input"]
-               / on["server_cpu_s_per_input"], "×", at_least=3),
-        result("hall", "p95 per new input, batching off ÷ on", off["type_p95_s"] / on["type_p95_s"], "×", at_least=3),
-        result("hall", "server CPU per new input with batching ÷ one translate-and-capture alone",
-               on["server_cpu_s_per_input"] / solo, "×"),
-        result("hall", "p95 per new input with batching ÷ one translate-and-capture alone", on["type_p95_s"] / solo,
-               "×"),
+               / now["server_cpu_s_per_input"], "×"),
+        result("hall", "p95 per new input, batching off ÷ on", off["type_p95_s"] / now["type_p95_s"], "×"),
         *[result("hall", f"{k} process(es) behind nginx, batching on: server CPU s per new input",
                  figures["server_cpu_s_per_input"], "s", p95_s=figures["type_p95_s"],
                  watch_p95_s=figures["watch_p95_s"], errors=figures["errors"][:5]) for k, figures in proxied.items()],
-        result("hall", "p95 per new input, 1 ÷ 2 processes behind nginx, batching on",
-               proxied[1]["type_p95_s"] / proxied[2]["type_p95_s"], "×"),
-        result("hall", f"lecture: p95 s per click, {LECTURE_SESSIONS} sessions on one link, batching on",
-               lectures[True]["p95_s"], "s", off_p95_s=lectures[False]["p95_s"]),
-        result("hall", "lecture: p95 per click, batching on ÷ off", lectures[True]["p95_s"] / lectures[False]["p95_s"],
-               "×", at_most=1.2),
+        result("hall", f"p95 per new input, the app of {BEFORE} in one process ÷ now in 2 processes behind nginx",
+               before["type_p95_s"] / proxied[2]["type_p95_s"], "×"),
+        result("hall", f"lecture: p95 s per click, {LECTURE_SESSIONS} sessions on one link, now",
+               lectures["now"]["p95_s"], "s", before_p95_s=lectures["before"]["p95_s"],
+               batching_off_p95_s=lectures["batching off"]["p95_s"]),
+        result("hall", f"lecture: p95 per click, now ÷ the app of {BEFORE}",
+               lectures["now"]["p95_s"] / lectures["before"]["p95_s"], "×", at_most=1.2),
     ]
     return rows

@@ -36,7 +36,9 @@ the proxy (gzip) are measured with Chromium. --hall: the lecture's sessions, onc
 type a dev sentence of their own at the same moment ("now type your own sentence"), within HALL_TYPE_SPREAD_S, then
 click HALL_CLICKS (--clicks) times through heads, layers and views, and again for each of --rounds; one more session
 only clicks all along (a student who types nothing); the server's CPU is read from each round's first input to its
-last page; --no-batching serves it with ATLAS_BATCH_SIZE=1 (each translation decoded alone). --churn N: one client
+last page, for each round apart too; --no-batching serves it with ATLAS_BATCH_SIZE=1 (each translation decoded
+alone). --code COMMIT (one process): the app as it was at that commit, served from a temporary git worktree with the
+same checkpoints, to measure the code before a change in the same run as after it. --churn N: one client
 opens and closes N sessions in sequence (the first nine on every view in turn, then random views); the server's
 resident memory is read after each.
 
@@ -57,6 +59,7 @@ import os
 import random
 import re
 import string
+import subprocess
 import tempfile
 import time
 import urllib.request
@@ -457,17 +460,18 @@ def batching_switch(batching: bool):
 
 def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 40, rounds: int = 2, *,
              clicks: int = HALL_CLICKS, batching: bool = True, processes: int | None = None, seed: int = 0,
-             timeout_s: float = TIMEOUT_S, think_s: float = 1.0, log: Path | str | None = None) -> dict:
+             timeout_s: float = TIMEOUT_S, think_s: float = 1.0, log: Path | str | None = None,
+             code: str | None = None) -> dict:
     """The hall scenario against `streamlit run app.py` serving `checkpoints_dir` (or `processes` of them behind
-    nginx), its translations batched across sessions or each decoded alone: each new input's seconds (p50, p95),
-    the server's CPU per new input, the seconds of the students' clicks and of the clicks of the session that only
-    clicks."""
+    nginx; or the app of the commit `code`), its translations batched across sessions or each decoded alone: each
+    new input's seconds (p50, p95), the server's CPU per new input, both for each round too, the seconds of the
+    students' clicks and of the clicks of the session that only clicks."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
     to_type = Inputs("typed", checkpoints_dir / checkpoint_name, seed)
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(log or Path(scratch) / "streamlit.log")
-        with batching_switch(batching), serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
+        with batching_switch(batching), serving(checkpoints_dir, processes, log, code) as (url, app_urls, pids):
             measured = asyncio.run(hall(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
                                         sessions=sessions, rounds=rounds, clicks=clicks, seed=seed,
                                         timeout_s=timeout_s, think_s=think_s))
@@ -477,11 +481,15 @@ def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
     clicks = seconds["head"] + seconds["layer"] + seconds["view"]
     typed = sum(r["inputs"] for r in measured["rounds"])
 
-    def p95(values: list[float]) -> float:
-        return float(np.percentile(values, 95)) if values else float("nan")
-
+    typed_in_round, done = [], 0  # a round's inputs all finish before the next round types
+    for measured_round in measured["rounds"]:
+        typed_in_round.append(seconds["type"][done:done + measured_round["inputs"]])
+        done += measured_round["inputs"]
+    for measured_round, round_seconds in zip(measured["rounds"], typed_in_round):
+        measured_round.update(p95_s=p95(round_seconds), cpu_s_per_input=measured_round["server_cpu_s"]
+                              / max(1, measured_round["inputs"]))
     return {"checkpoint": checkpoint_name, "scenario": "hall", "batching": batching, "processes": processes,
-            "sessions": sessions,
+            "code": code, "sessions": sessions,
             "rounds": measured["rounds"], "inputs_typed": typed, "outputs_checked": outputs_checked,
             "errors": tally.errors, "type_p50_s": float(np.percentile(seconds["type"] or [float("nan")], 50)),
             "type_p95_s": p95(seconds["type"]), "click_p95_s": p95(clicks), "watch_p95_s": p95(seconds["watch"]),
@@ -489,14 +497,23 @@ def run_hall(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
             "server_cpu_s_per_input": sum(r["server_cpu_s"] for r in measured["rounds"]) / max(1, typed)}
 
 
+def p95(values: list[float]) -> float:
+    return float(np.percentile(values, 95)) if values else float("nan")
+
+
 def hall_table(result: dict) -> str:
     where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
+    if result.get("code"):
+        where += f", the app as of commit {result['code']}"
     rows = [f"{result['sessions']} sessions on `{result['checkpoint']}` type their own sentences at once, "
-            f"{len(result['rounds'])} round(s), {where}, batching {'on' if result['batching'] else 'off'}: "
+            f"{len(result['rounds'])} round(s), {where}"
+            f"{'' if result.get('code') else ', batching ' + ('on' if result['batching'] else 'off')}: "
             f"{result['inputs_typed']} inputs, {result['outputs_checked']} outputs checked, "
             f"{len(result['errors'])} errors",
             f"new input: p50 {result['type_p50_s']:.2f} s, p95 {result['type_p95_s']:.2f} s, server CPU "
             f"{result['server_cpu_s_per_input']:.3f} s per input",
+            "each round: " + "; ".join(f"p95 {r['p95_s']:.2f} s, CPU {r['cpu_s_per_input']:.3f} s per input"
+                                       for r in result["rounds"]),
             f"clicks after it: p95 {result['click_p95_s']:.2f} s; a session that only clicks: p95 "
             f"{result['watch_p95_s']:.2f} s over {result['watch_clicks']} clicks"]
     return with_errors(rows, result["errors"])
@@ -675,10 +692,31 @@ def first_page_bytes(url: str) -> int | None:
 
 
 @contextlib.contextmanager
-def serving(checkpoints_dir: Path, processes: int | None, log: Path) -> Iterator[tuple[str, list[str], list[int]]]:
+def checkout(commit: str) -> Iterator[Path]:
+    """This repository as it was at `commit`, in a temporary git worktree removed on exit."""
+    with tempfile.TemporaryDirectory(prefix="atlas-code-") as scratch:
+        root = Path(scratch) / commit
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(root), commit], check=True,
+                       capture_output=True, text=True)
+        try:
+            yield root
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(root)], check=False,
+                           capture_output=True)
+
+
+@contextlib.contextmanager
+def serving(checkpoints_dir: Path, processes: int | None, log: Path, code: str | None = None
+            ) -> Iterator[tuple[str, list[str], list[int]]]:
     """(the URL clients open, each app process's own URL, their pids): one `streamlit run` logging to `log` if
-    processes is None, else that many behind nginx (deploy/local.py), logging next to `log`."""
-    if processes is None:
+    processes is None, else that many behind nginx (deploy/local.py), logging next to `log`. code: a commit whose
+    app to serve instead of this checkout's (one process only)."""
+    if code is not None:
+        if processes is not None:
+            raise ValueError("an earlier commit's app is served as one process, not behind the proxy")
+        with checkout(code) as root, streamlit_server(checkpoints_dir, log, root=root) as (url, process):
+            yield url, [url], [process.pid]
+    elif processes is None:
         with streamlit_server(checkpoints_dir, log) as (url, process):
             yield url, [url], [process.pid]
     else:
@@ -691,13 +729,13 @@ def serving(checkpoints_dir: Path, processes: int | None, log: Path) -> Iterator
 def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 20, seconds: float = 60, *,
              seed: int = 0, timeout_s: float = TIMEOUT_S, think_s: float = 0.5, interactions_per_session: int = 4,
              lecture: bool = False, inputs: str = "letters", processes: int | None = None,
-             log: Path | str | None = None) -> dict:
+             log: Path | str | None = None, code: str | None = None) -> dict:
     """Serve the checkpoints under `checkpoints_dir` with `streamlit run app.py` (or `processes` of them behind
     nginx), and load it with `sessions` concurrent clients on `checkpoint_name` for `seconds` (each interaction
     bounded by `timeout_s`; a pause of think_s on average between two). lecture: every client opens the same link
     and clicks heads, layers and views (LectureClient) in one session. inputs: what the clients type, one of
     INPUT_KINDS. log: where the server's output goes (a temporary file if None; behind the proxy, every process
-    logs into its folder)."""
+    logs into its folder). code: serve the app of this commit instead (see serving)."""
     checkpoints_dir = Path(checkpoints_dir)
     tally = Tally()
     to_type = Inputs(inputs, checkpoints_dir / checkpoint_name, seed)
@@ -705,7 +743,7 @@ def run_load(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int = 
         interactions_per_session = 10**6  # one session each, until the time is up
     with tempfile.TemporaryDirectory() as scratch:
         log = Path(log or Path(scratch) / "streamlit.log")
-        with serving(checkpoints_dir, processes, log) as (url, app_urls, pids):
+        with serving(checkpoints_dir, processes, log, code) as (url, app_urls, pids):
             measured = asyncio.run(load(url, app_urls, pids, checkpoint_name, tally, inputs=to_type,
                                         sessions=sessions, seconds=seconds, seed=seed, timeout_s=timeout_s,
                                         think_s=think_s, interactions_per_session=interactions_per_session,
@@ -762,6 +800,8 @@ def run_churn(checkpoints_dir: Path | str, checkpoint_name: str, sessions: int =
 def table(result: dict) -> str:
     by_action = ", ".join(f"{action} {count}" for action, count in result["interactions_by_action"].items())
     where = "one process" if result["processes"] is None else f"{result['processes']} process(es) behind nginx"
+    if result.get("code"):
+        where += f", the app as of commit {result['code']}"
     rows = [
         ("load", f"{result['sessions']} {result['scenario']} sessions for {result['seconds']:g} s on "
                  f"`{result['checkpoint']}`, inputs: {result['inputs']}, {where} (ran {result['load_s']:.0f} s after a "
@@ -939,6 +979,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(ATLAS_BATCH_SIZE=1)")
     parser.add_argument("--via-proxy", type=int, nargs="*", metavar="K", help="run the app as K processes behind "
                         "nginx, once per K given (default: 1 2), and compare their throughput")
+    parser.add_argument("--code", metavar="COMMIT", help="--hall, --lecture and the default load: serve the app as "
+                        "it was at this commit (a temporary git worktree), to compare with the code before a change")
     parser.add_argument("--churn", type=int, metavar="N", help="instead: open and close N sessions in turn and "
                         "read the server's memory")
     parser.add_argument("--deck", nargs="?", const=DECK, metavar="NAME", help="instead: --sessions students follow "
@@ -953,7 +995,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.hall:
         processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
         results = [run_hall(args.checkpoints, args.checkpoint, args.sessions, args.rounds, clicks=args.clicks,
-                            processes=k, batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think)
+                            processes=k, batching=not args.no_batching, timeout_s=args.timeout, think_s=args.think,
+                            code=args.code)
                    for k in processes]
         print("\n\n".join(hall_table(result) for result in results))
     elif args.churn:
@@ -963,7 +1006,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         processes = [None] if args.via_proxy is None else (args.via_proxy or [1, 2])
         results = [run_load(args.checkpoints, args.checkpoint, args.sessions, args.seconds, timeout_s=args.timeout,
-                            think_s=args.think, lecture=args.lecture, inputs=args.inputs, processes=k)
+                            think_s=args.think, lecture=args.lecture, inputs=args.inputs, processes=k,
+                            code=args.code)
                    for k in processes]
         print("\n\n".join(table(result) for result in results))
         if len(results) > 1:

@@ -46,18 +46,19 @@ def wait_until_healthy(url: str, process: subprocess.Popen, log: Path, name: str
 
 @contextlib.contextmanager
 def streamlit_server(checkpoints: Path | str, log: Path, threads: int = 1, env: dict[str, str] | None = None,
-                     script: Path | str = "app.py") -> Iterator[tuple[str, subprocess.Popen]]:
+                     script: Path | str = "app.py", root: Path | str = ROOT) -> Iterator[tuple[str, subprocess.Popen]]:
     """(URL, process) of the app serving the checkpoint folders under `checkpoints`; stopped on exit.
 
     threads: torch's intra-op threads in the server (OMP_NUM_THREADS), so tests leave cores to the browser.
     env: more environment variables for the server.
-    script: another Streamlit script to serve instead of the app (the benchmarks' reference page)."""
+    script: another Streamlit script to serve instead of the app (the benchmarks' reference page).
+    root: the checkout whose app is served (the benchmarks compare with an earlier commit's)."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.headless", "true",
                "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false"]
     env = {**os.environ, **(env or {}), "ATLAS_CHECKPOINTS": str(checkpoints), "OMP_NUM_THREADS": str(threads)}
     with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         wait_until_healthy(f"http://127.0.0.1:{port}/", process, Path(log), "streamlit")
         yield f"http://127.0.0.1:{port}/", process

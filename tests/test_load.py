@@ -30,6 +30,7 @@ from benchmarks.load import (
     Page,
     SessionLog,
     Tally,
+    checkout,
     deck_table,
     none_inside_another,
     run_deck,
@@ -86,6 +87,21 @@ def test_a_hall_types_its_own_sentences_at_once(tiny_checkpoint, tmp_path):
     assert result["outputs_checked"] >= SESSIONS * (2 + load_module.HALL_CLICKS)  # the links, inputs and clicks
     assert 0 < result["type_p50_s"] <= result["type_p95_s"] and result["click_p95_s"] > 0
     assert result["server_cpu_s_per_input"] > 0
+    (only_round,) = result["rounds"]
+    assert only_round["inputs"] == SESSIONS and only_round["p95_s"] == result["type_p95_s"]
+    assert only_round["cpu_s_per_input"] == result["server_cpu_s_per_input"]
+
+
+def test_an_earlier_commits_app_is_served_from_a_worktree_that_goes_afterwards():
+    """--code: the benchmarks measure the app before a change in the same run as after it."""
+    import subprocess
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    with checkout(head.stdout.strip()) as root:
+        assert (root / "app.py").read_bytes() == subprocess.run(
+            ["git", "-C", str(ROOT), "show", "HEAD:app.py"], capture_output=True, check=True).stdout
+    assert not root.exists()
+    worktrees = subprocess.run(["git", "-C", str(ROOT), "worktree", "list"], capture_output=True, text=True)
+    assert str(root) not in worktrees.stdout
 
 
 @pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
