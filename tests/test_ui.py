@@ -204,3 +204,23 @@ def test_the_output_caption_names_the_cards_penalties():
     assert decoding_text(4, eng_fra) == "beam search with 4 beams, length penalty 1.2, coverage penalty 0.1"
     assert decoding_text(3, {}) == "beam search with 3 beams, length penalty 0.6"  # the search's own default
     assert decoding_text(1, eng_fra) == "greedy"  # greedy has no penalties to name
+
+
+def test_charts_are_written_by_the_json_engine_as_orjson_would_write_them():
+    """ui.widgets picks plotly.io's json engine (orjson's first walks every cell in Python): the same figure, down to
+    its NaN cells, its escaped labels and its non-ASCII pieces."""
+    import json
+
+    import plotly.io as pio
+
+    import ui.widgets  # noqa: F401 - sets the engine
+
+    assert pio.json.config.default_engine == "json"
+    pytest.importorskip("orjson")
+    tokens = ["▁<b>x</b>", "▁&amp;", "▁été", *(f"▁t{i}" for i in range(9))]
+    weights = np.random.default_rng(0).random((12, 12)).astype(np.float32)
+    scores = np.where(np.tril(np.ones((12, 12), bool)), weights, np.nan)
+    for fig in (viz.head_heatmap(weights, tokens, tokens, scores=scores, show_values=True, title="<i>été</i>"),
+                viz.stages_figure(scores, {"causal": ~np.tril(np.ones((12, 12), bool))}, weights, tokens, tokens)):
+        written = pio.to_json(fig, validate=False)
+        assert json.loads(written) == json.loads(pio.to_json(fig, validate=False, engine="orjson"))
