@@ -2,8 +2,10 @@
 processes get. (tests/test_concurrency.py runs the app's passes through them from many threads.)"""
 from __future__ import annotations
 
+import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -67,7 +69,7 @@ def test_a_deployments_processes_share_the_cores(monkeypatch, cores, processes, 
 
 
 def started(target) -> threading.Thread:
-    thread = threading.Thread(target=target)
+    thread = threading.Thread(target=target, daemon=True)  # a test that fails by deadlock must not hang pytest
     thread.start()
     return thread
 
@@ -126,3 +128,51 @@ def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypa
     for thread in (a, b, c):
         thread.join(timeout=20)
     assert got == {"A": "the pass", "B": "the pass"} and c_drew.is_set()
+
+
+def test_sessions_waiting_for_a_streamlit_cache_entry_leave_the_page_to_its_computation(monkeypatch):
+    """One page turn. A computes a Streamlit cache entry that needs a slow lookup of its own (ui.shared.expiring,
+    which lets the turn go while it computes); B asks for the same entry meanwhile and waits on Streamlit's lock.
+    Both finish: B waited outside the page turn, so A got it back."""
+    import streamlit as st
+
+    from ui.shared import Expiring
+
+    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    computing, b_asks = threading.Event(), threading.Event()
+
+    def slow_lookup(name):
+        computing.set()
+        assert b_asks.wait(timeout=10)
+        time.sleep(0.1)  # B is now waiting on Streamlit's lock
+        return name.upper()
+    lookup = Expiring(slow_lookup, ttl_s=60, max_entries=2)
+
+    @turns.outside_page
+    @st.cache_data(max_entries=2, show_spinner=False)
+    def ranking(name):
+        return lookup(name) + " ranked"
+
+    got = {}
+
+    def session(label):
+        def run():
+            if label == "B":
+                assert computing.wait(timeout=10)
+                b_asks.set()
+            with turns.page():
+                got[label] = ranking(f"checkpoint-{id(lookup)}")
+        return run
+    threads = [started(session("A")), started(session("B"))]
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(set(got.values())) == 1 and len(got) == 2
+
+
+def test_every_streamlit_cache_of_the_app_runs_outside_the_page_turn():
+    import ui
+
+    code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
+    decorated = re.findall(r"((?:@[^\n]+\n)+)def ", code)
+    streamlit_caches = [block for block in decorated if "@st.cache_" in block]
+    assert streamlit_caches and all("@turns.outside_page\n@st.cache_" in block for block in streamlit_caches)

@@ -340,6 +340,7 @@ def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> B
     )
 
 
+@turns.outside_page
 @st.cache_resource(max_entries=16)
 def positional_table(path: str, version: int, side: str) -> np.ndarray:
     """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt')."""
@@ -411,6 +412,7 @@ def patched(path: str, version: int, clean: str, corrupted: str, position: int) 
                    result.clean_log_prob, result.corrupted_log_prob)
 
 
+@turns.outside_page
 @st.cache_data(max_entries=4)
 def faithfulness_table(version: int) -> pd.DataFrame | None:
     """The shipped checkpoints' faithfulness table, as `python -m transformer.faithfulness --out` saved it (too slow to
@@ -460,12 +462,14 @@ def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     return CorpusFile("", str(parquet), sentences)
 
 
+@turns.outside_page
 @st.cache_data(max_entries=64, show_spinner=False)
 def corpus_ranking(path: str, version: int, count: int, statistic: str) -> pd.DataFrame:
     """Heads by their mean `statistic` over the corpus (transformer.corpus.rank_heads)."""
     return corpus.rank_heads(corpus_file(path, version, count).parquet, statistic)
 
 
+@turns.outside_page
 @st.cache_data(max_entries=64, show_spinner=False)
 def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head: int,
                statistic: str) -> pd.DataFrame:

@@ -12,13 +12,15 @@ queue again for each, behind every click that came after its own.
 
 The page's Python holds the GIL: forty sessions rerunning at once (a hall typing its own sentences) take turns at
 one core whatever their number, and each thread that wants the GIL while another holds it costs the holder a
-hand-over. A rerun therefore runs its page in a page turn (`page()`), as many as there are cores, oldest click
-first, and lets go of it whenever it waits for others (`waiting()`): for a model pass (its own, or a batch with
-other sessions' inputs) or for a shared result another session is building. Nothing waits for a page turn while
-holding a model turn or a result being built, so the turns cannot wait on each other in a circle.
+hand-over. A rerun therefore runs its page in a page turn (`page()`), as many as there are model turns, oldest click
+first, and lets go of it whenever it may wait for another thread (`waiting()`): for a model pass (its own, or a
+batch with other sessions' inputs), a shared result or cached lookup another session is computing (ui.shared), or
+an entry of Streamlit's own caches (`outside_page`). A thread never waits for another while it holds a page turn,
+so the threads that give theirs back always get one again.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
@@ -124,3 +126,15 @@ def waiting() -> Iterator[None]:
     finally:
         _holds_page.reset(holding)
         PAGE.acquire()
+
+
+def outside_page(function):
+    """`function` run with this thread's page turn let go (waiting()). For Streamlit's caches (st.cache_data,
+    st.cache_resource), whose computation may wait for others (a checkpoint's load, a corpus run): another session
+    asking for the same entry meanwhile waits on Streamlit's own lock, which must never happen in a page turn, or
+    the computation, once it wants a turn back, could find every one held by such waiters."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        with waiting():
+            return function(*args, **kwargs)
+    return call
