@@ -4,19 +4,16 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_matrix, model_mask
-from .layout import LINE_EM, grid_layout, lay_out, text_px
+from .layout import LINE_EM, grid_layout, text_px
 from .panels import (
-    add_matrix,
     colour_axis,
-    has_legend,
     matrix_panel,
-    set_colour_axis,
+    panels_figure,
     shared_grid,
-    subplots,
     symmetric_limit,
     value_range,
 )
-from .theme import DIVERGING, Theme, apply_theme, merged, theme_layout, themed_figure
+from .theme import DIVERGING, Theme, merged, theme_layout, themed_figure
 
 VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest
 
@@ -79,19 +76,16 @@ def stages_figure(scores: ArrayLike, blocked: Blocked | None, weights: ArrayLike
     """
     scores = check_matrix(scores, q_tokens, k_tokens, name="scores")
     masked_scores = np.where(model_mask(blocked, scores.shape), np.nan, scores)
-    fig = subplots(1, 3, titles=["raw scores", "masked scores (blank = −∞)", "softmax weights"],
-                   shared_yaxes=True)
     # The raw panel names each cell's mask reasons in its hover but draws no overlay: masking comes next.
-    add_matrix(fig, scores, q_tokens, k_tokens, col=1, value_name="raw score", blocked=blocked, show_masks=False)
-    add_matrix(fig, masked_scores, q_tokens, k_tokens, col=2, value_name="masked score", blocked=blocked,
-               show_masks=show_masks)
-    add_matrix(fig, weights, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"}, blocked=blocked,
-               show_masks=show_masks, show_legend=False)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(scores, False), "score")
-    set_colour_axis(fig, "coloraxis2", theme.sequential, 0.0, 1.0, "weight")
-    lay_out(fig, theme, q_tokens, k_tokens, cols=3, wrap=True, title=title, panel_titles=True,
-            colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
-    return apply_theme(fig, theme, title)
+    return panels_figure(
+        [dict(matrix=scores, value_name="raw score", blocked=blocked, show_masks=False),
+         dict(matrix=masked_scores, value_name="masked score", blocked=blocked, show_masks=show_masks),
+         dict(matrix=weights, colour={"coloraxis": "coloraxis2"}, blocked=blocked, show_masks=show_masks,
+              show_legend=False)],
+        q_tokens, k_tokens, titles=["raw scores", "masked scores (blank = −∞)", "softmax weights"],
+        colour_axes=[colour_axis("coloraxis", theme.sequential, *value_range(scores, False), "score"),
+                     colour_axis("coloraxis2", theme.sequential, 0.0, 1.0, "weight")],
+        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, theme=theme)
 
 
 def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, label_a: str = "A",
@@ -105,17 +99,16 @@ def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Token
     if a.shape != b.shape:
         raise ValueError(f"cannot compare heads of different shapes: {label_a} is {a.shape}, {label_b} is {b.shape}")
     difference = a - b
-    fig = subplots(1, 3, titles=[label_a, label_b, f"{label_a} − {label_b}"], shared_yaxes=True)
-    add_matrix(fig, a, q_tokens, k_tokens, col=1, blocked=blocked, show_masks=show_masks)
-    add_matrix(fig, b, q_tokens, k_tokens, col=2, blocked=blocked, show_masks=show_masks, show_legend=False)
-    add_matrix(fig, difference, q_tokens, k_tokens, col=3, colour={"coloraxis": "coloraxis2"},
-               value_name="difference", blocked=blocked, show_masks=show_masks, show_legend=False)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight")
     limit = symmetric_limit(difference)
-    set_colour_axis(fig, "coloraxis2", DIVERGING, -limit, limit, "difference")
-    lay_out(fig, theme, q_tokens, k_tokens, cols=3, wrap=True, title=title, panel_titles=True,
-            colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], legend=has_legend(fig))
-    return apply_theme(fig, theme, title)
+    return panels_figure(
+        [dict(matrix=a, blocked=blocked, show_masks=show_masks),
+         dict(matrix=b, blocked=blocked, show_masks=show_masks, show_legend=False),
+         dict(matrix=difference, colour={"coloraxis": "coloraxis2"}, value_name="difference", blocked=blocked,
+              show_masks=show_masks, show_legend=False)],
+        q_tokens, k_tokens, titles=[label_a, label_b, f"{label_a} − {label_b}"],
+        colour_axes=[colour_axis("coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight"),
+                     colour_axis("coloraxis2", DIVERGING, -limit, limit, "difference")],
+        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, theme=theme)
 
 
 def decoding_step_figure(cross_rows: ArrayLike, src_tokens: Tokens, output_so_far: Tokens, step: int, *,
@@ -137,13 +130,12 @@ def decoding_step_figure(cross_rows: ArrayLike, src_tokens: Tokens, output_so_fa
     step_blocked = {reason: np.broadcast_to(np.asarray(mask)[step], rows.shape)
                     for reason, mask in (blocked or {}).items()}
     head_labels = [f"L{layer} H{head}" for layer in range(layers) for head in range(heads)]
-    fig = subplots(1, 1)
-    add_matrix(fig, rows, head_labels, src_tokens,
-               axis_names=("head", "source"), blocked=step_blocked, show_masks=show_masks)
-    set_colour_axis(fig, "coloraxis", theme.sequential, *value_range(rows, fixed_scale), "weight")
     title = f"Step {step} · query {output_so_far[-1]} · every head" if len(output_so_far) else f"Step {step}"
-    lay_out(fig, theme, head_labels, src_tokens, title=title, colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
-    return apply_theme(fig, theme, title)
+    return panels_figure([dict(matrix=rows, axis_names=("head", "source"), blocked=step_blocked,
+                               show_masks=show_masks)], head_labels, src_tokens,
+                         colour_axes=[colour_axis("coloraxis", theme.sequential, *value_range(rows, fixed_scale),
+                                                  "weight")],
+                         colour_bars=[("coloraxis", 1)], title=title, theme=theme)
 
 
 def decoding_step_caption(step: int, output_so_far: Tokens) -> str:

@@ -8,9 +8,8 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import CAUSAL, INFORMATIONAL, PADDED_QUERY, PADDING, Blocked, Tokens, check_blocked, union
-from .layout import lay_out
-from .panels import add_matrix, subplots
-from .theme import Theme, apply_theme
+from .panels import panels_figure
+from .theme import Theme
 
 
 def mask_reasons(q_len: int, k_len: int, *, key_is_pad: ArrayLike | None = None, query_is_pad: ArrayLike | None = None,
@@ -54,11 +53,9 @@ def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: 
     blocked = check_blocked(blocked, shape)
     masks = {reason: mask for reason, mask in blocked.items() if reason not in INFORMATIONAL}
     panels = [(reason, {reason: mask}) for reason, mask in blocked.items()] + [("all reasons", masks)]
-    fig = subplots(1, len(panels), titles=[name for name, _ in panels], shared_yaxes=True)
     # The base heatmap is invisible: it only carries the hover; the overlays show the blocked cells.
     invisible = dict(colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], showscale=False)
-    for col, (_, reasons) in enumerate(panels, start=1):
-        add_matrix(fig, union(reasons.values(), shape).astype(float), q_tokens, k_tokens, col=col,
-                   colour=invisible, value_name="blocked", blocked=reasons, show_legend=col == len(panels))
-    lay_out(fig, theme, q_tokens, k_tokens, cols=len(panels), wrap=True, title=title, panel_titles=True, legend=True)
-    return apply_theme(fig, theme, title)
+    return panels_figure([dict(matrix=union(reasons.values(), shape).astype(float), colour=invisible,
+                               value_name="blocked", blocked=reasons, show_legend=col == len(panels))
+                          for col, (_, reasons) in enumerate(panels, start=1)],
+                         q_tokens, k_tokens, titles=[name for name, _ in panels], title=title, legend=True, theme=theme)

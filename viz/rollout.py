@@ -8,9 +8,8 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Tokens
-from .layout import lay_out
-from .panels import add_matrix, set_colour_axis, subplots
-from .theme import Theme, apply_theme
+from .panels import colour_axis, panels_figure
+from .theme import Theme
 
 
 def _mean_heads(stack, name) -> np.ndarray:
@@ -63,8 +62,7 @@ def decoder_source_rollout(dec_self_stack: ArrayLike, cross_stack: ArrayLike, en
 def rollout_figure(matrix: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, title: str = "Attention rollout",
                    theme: Theme = Theme()) -> go.Figure:
     """A rollout matrix: output positions (rows) x input tokens (columns), on a 0-to-max scale."""
-    fig = subplots(1, 1)
-    add_matrix(fig, matrix, q_tokens, k_tokens, axis_names=("position", "token"), value_name="rollout")
-    set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, float(np.max(matrix)), "share")
-    lay_out(fig, theme, q_tokens, k_tokens, title=title, colour_bars=[("coloraxis", 1)])
-    return apply_theme(fig, theme, title)
+    return panels_figure([dict(matrix=matrix, axis_names=("position", "token"), value_name="rollout")], q_tokens,
+                         k_tokens, colour_axes=[colour_axis("coloraxis", theme.sequential, 0.0, float(np.max(matrix)),
+                                                            "share")],
+                         colour_bars=[("coloraxis", 1)], title=title, theme=theme)
