@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
 from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, lay_out, text_px, widest_px
-from .panels import add_matrix, set_colour_axis, subplots, symmetric_limit
+from .panels import add_matrix, colour_axis, panels_figure, set_colour_axis, subplots, symmetric_limit
 from .theme import DIVERGING, Theme, apply_theme
 
 PANELS_PER_ROW = 4
@@ -66,12 +66,10 @@ def token_attribution_figure(methods: Mapping[str, ArrayLike], src_tokens: Token
     matrix = np.stack([np.asarray(methods[name], dtype=float)[row] for name in names])  # (methods, src_len)
     peak = np.abs(matrix).max(axis=1, keepdims=True)
     scaled = matrix / np.where(peak > 0, peak, 1.0)
-    fig = subplots(1, 1)
-    add_matrix(fig, scaled, names, src_tokens, axis_names=("method", "source"), value_name="share of the row's peak")
-    set_colour_axis(fig, "coloraxis", DIVERGING, -1.0, 1.0, "of peak")
     title = title or f"Where {output_token!s} comes from, by method"
-    lay_out(fig, theme, names, src_tokens, title=title, colour_bars=[("coloraxis", 1)])
-    return apply_theme(fig, theme, title)
+    return panels_figure([dict(matrix=scaled, axis_names=("method", "source"), value_name="share of the row's peak")],
+                         names, src_tokens, colour_axes=[colour_axis("coloraxis", DIVERGING, -1.0, 1.0, "of peak")],
+                         colour_bars=[("coloraxis", 1)], title=title, theme=theme)
 
 
 def _token_step(theme: Theme, count: int, room: float | None) -> tuple[int, float]:
