@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 from .conventions import Tokens
 from .labels import safe_label, token_axis, token_range
 from .layout import COLOUR_BAR_PX, LINE_EM, colour_bar_px, text_px, widest_px
-from .theme import DIVERGING, Theme, apply_theme
+from .theme import DIVERGING, Theme, themed
 
 ROW_EM = 1.5  # height of a row of tokens, in font sizes
 CELL_EM = 1.2  # widest a vector's cell gets, in font sizes: short vectors stay small
@@ -138,8 +138,7 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
         layout["yaxis2"] = dict(matches="y", showticklabels=False, **token_range(rows, top_down=True))
         annotations.append(_panel_title(bars_heading, domains[1], theme))
     layout["annotations"] = annotations
-    fig = go.Figure(dict(data=data, layout=layout))
-    return apply_theme(fig, theme, title)
+    return themed(data, layout, theme, title)
 
 
 def softmax_figure(dots: ArrayLike, scores: ArrayLike, weights: ArrayLike, blocked: ArrayLike, key_labels: Tokens,
@@ -165,7 +164,7 @@ def softmax_figure(dots: ArrayLike, scores: ArrayLike, weights: ArrayLike, block
                                          **token_range(len(key_labels), top_down=True)))
         annotations.append(_panel_title(heading, domain, theme))
     layout["annotations"] = annotations
-    return apply_theme(go.Figure(dict(data=data, layout=layout)), theme, title)
+    return themed(data, layout, theme, title)
 
 
 def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title: str = "",
@@ -181,7 +180,7 @@ def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title:
                            showticklabels=False, zeroline=True, showgrid=False)
     layout["yaxis"] = dict(**token_axis(labels), **token_range(len(labels), top_down=True))
     layout["annotations"] = [_panel_title(f"activation of {heading}", domains[0], theme)]
-    return apply_theme(go.Figure(dict(data=data, layout=layout)), theme, title or f"Neuron {neuron} over the input")
+    return themed(data, layout, theme, title or f"Neuron {neuron} over the input")
 
 
 def top_neurons(activations: ArrayLike, labels: Tokens, k: int = 5) -> pd.DataFrame:

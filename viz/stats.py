@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import EOS_TOKEN, KINDS, PAD_TOKEN, Blocked, Tokens, each_kind
-from .theme import Theme, merged, theme_layout, themed_figure
+from .theme import Theme, themed
 
 # (role, statistic, threshold): a head gets the first role whose statistic is above its threshold, else "".
 # The thresholds are deliberately high, so a role is named only where one pattern clearly dominates.
@@ -98,18 +98,13 @@ def statistics_scatter(df: pd.DataFrame, x: str = "entropy", y: str = "mean_dist
         raise ValueError(f"no column {missing} in the statistics; choose from {list(df.columns)}")
     # Built as dicts and validated once (what go.Figure, add_trace and apply_theme make): on every new input of the
     # Heads view.
-    points = dict(type="scatter", mode="markers", line=dict(width=theme.line_width))
-    traces = [dict(points, x=heads[x].to_numpy(), y=heads[y].to_numpy(), name=f"layer {layer}",
-                   marker=dict(symbol=[_KIND_SYMBOLS.get(kind, "x") for kind in heads["kind"]],
-                               size=theme.marker_size),
+    traces = [dict(type="scatter", mode="markers", x=heads[x].to_numpy(), y=heads[y].to_numpy(), name=f"layer {layer}",
+                   marker=dict(symbol=[_KIND_SYMBOLS.get(kind, "x") for kind in heads["kind"]]),
                    customdata=heads[["kind", "head", "role"]].to_numpy(dtype=object),
                    hovertemplate=(f"%{{customdata[0]}} L{layer} H%{{customdata[1]}}<br>{x}: %{{x:.4g}}<br>{y}: "
                                   "%{y:.4g}<br>role: %{customdata[2]}<extra></extra>"))
               for layer, heads in df.groupby("layer")]
-    traces += [dict(points, x=[None], y=[None], name=f"{kind} attention", legendgroup="kinds",
-                    marker=dict(symbol=_KIND_SYMBOLS.get(kind, "x"), color="grey", size=theme.marker_size))
+    traces += [dict(type="scatter", mode="markers", x=[None], y=[None], name=f"{kind} attention",
+                    legendgroup="kinds", marker=dict(symbol=_KIND_SYMBOLS.get(kind, "x"), color="grey"))
                for kind in df["kind"].unique()]
-    layout = merged(dict(xaxis=dict(title=dict(text=x)), yaxis=dict(title=dict(text=y))), theme_layout(theme, title))
-    if theme.height is not None:  # Plotly's 450 px would pass a projector's bottom
-        layout["height"] = min(theme.height, 450)
-    return themed_figure(traces, layout, theme)
+    return themed(traces, dict(xaxis=dict(title=dict(text=x)), yaxis=dict(title=dict(text=y))), theme, title)

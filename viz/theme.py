@@ -200,9 +200,18 @@ def themed_figure(data: list[dict], layout: dict, theme: Theme) -> go.Figure:
 def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
     """`fig` with the theme's template (written in: see inline_template), fonts and line widths, and `title`
     (escaped: it may hold tokens). A new figure: use the one returned."""
-    fig.update_layout(theme_layout(theme, title))
-    fig.update_annotations(font_size=theme.font_size)  # subplot titles and notes
-    fig.update_traces(line_width=theme.line_width, marker_size=theme.marker_size, selector=dict(type="scatter"))
-    if fig.layout.height is None and theme.height is not None:  # Plotly's 450 px would pass a projector's bottom
-        fig.update_layout(height=min(theme.height, 450))
-    return themed_figure([trace.to_plotly_json() for trace in fig.data], fig.layout.to_plotly_json(), theme)
+    return themed([trace.to_plotly_json() for trace in fig.data], fig.layout.to_plotly_json(), theme, title)
+
+
+def themed(data: list[dict], layout: dict, theme: Theme, title: str = "") -> go.Figure:
+    """A figure still in plain dicts with the theme's fonts, title, line widths and height bound added (what
+    apply_theme adds to a plotly figure), through themed_figure: validated once, where plotly.py's update_layout,
+    update_annotations and update_traces would validate each change again."""
+    layout = merged(layout, theme_layout(theme, title))
+    if "annotations" in layout:  # subplot titles and notes
+        layout["annotations"] = [merged(note, dict(font=dict(size=theme.font_size))) for note in layout["annotations"]]
+    data = [merged(trace, dict(line=dict(width=theme.line_width), marker=dict(size=theme.marker_size)))
+            if trace.get("type", "scatter") == "scatter" else trace for trace in data]
+    if layout.get("height") is None and theme.height is not None:  # Plotly's 450 px would pass a projector's bottom
+        layout["height"] = min(theme.height, 450)
+    return themed_figure(data, layout, theme)
