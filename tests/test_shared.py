@@ -270,3 +270,15 @@ def test_an_expiring_failure_is_raised_and_not_kept():
     with pytest.raises(OSError, match="went away"):
         cache("eng-fra")
     assert cache("eng-fra") == "loaded" and released == []
+
+
+def test_an_expired_entry_nobody_asks_for_is_released_by_the_next_call():
+    """A checkpoint loaded an hour ago and not looked at since is freed, not only replaced when asked for again."""
+    now = [0.0]
+    cache, released = expiring_cache(lambda name: name.upper(), ttl_s=3600, clock=lambda: now[0])
+    assert cache("reverse") == "REVERSE"
+    now[0] = 3599.0
+    assert cache("eng-fra") == "ENG-FRA" and released == []
+    now[0] = 3660.0  # its hour is over, and a minute since the last look for stale entries
+    assert cache("eng-fra") == "ENG-FRA"  # a hit on another key
+    assert released == ["REVERSE"]

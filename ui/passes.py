@@ -91,9 +91,9 @@ def model_turn() -> Iterator[None]:
         raise OutOfMemory(failed)
 
 
-# Loaded checkpoints are kept per folder version, without a count bound (a fixed one thrashed at 9+ folders): only
-# the checkpoints someone looks at are loaded, and an hour without a look frees one (and a training folder's old
-# versions).
+# Loaded checkpoints are kept per folder version, for an hour after each is loaded (a fixed count thrashed at 9+
+# folders): only the checkpoints someone looks at are loaded; one still looked at an hour later is loaded again, one
+# nobody asked for is freed (and a training folder's old versions).
 KEPT_FOR = datetime.timedelta(hours=1)
 
 

@@ -285,7 +285,8 @@ class Expiring:
     hashed the arguments and looked for widgets to replay on each (about 0.3 ms a call, a tenth of a click's page).
     A key is computed once at a time, under `spinner` if one is given; the callers that wait for it, and the
     computation itself (a checkpoint's load, a corpus run of minutes), run outside the page turns (ui.turns). An
-    exception is raised to its caller and not kept."""
+    exception is raised to its caller and not kept. Entries older than ttl_s are dropped (and released) by the next
+    call after them, within a minute, whatever its key."""
 
     def __init__(self, function: Callable, ttl_s: float, max_entries: int, spinner: str | None = None,
                  on_release: Callable[[object], None] | None = None, clock: Callable[[], float] = time.monotonic):
@@ -294,6 +295,7 @@ class Expiring:
         self._entries: OrderedDict[tuple, tuple[float, object]] = OrderedDict()  # key -> (computed at, value)
         self._building: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
+        self._next_sweep = clock()
         functools.update_wrapper(self, function)
         _EXPIRING.add(self)
 
@@ -305,8 +307,22 @@ class Expiring:
         self._entries.move_to_end(key)
         return entry
 
+    def _sweep(self) -> list[tuple[float, object]]:
+        """Take out the entries older than ttl_s (a checkpoint nobody looked at is freed, not only replaced), at most
+        once a minute; call with self._lock held and release what it returns."""
+        now = self.clock()
+        if now < self._next_sweep:
+            return []
+        self._next_sweep = now + min(self.ttl_s, 60.0)
+        stale = [key for key, (computed, _) in self._entries.items() if now - computed >= self.ttl_s]
+        return [self._entries.pop(key) for key in stale]
+
     def __call__(self, *args, **kwargs):
         key = (args, tuple(sorted(kwargs.items())))
+        with self._lock:
+            swept = self._sweep()
+        for _, old in swept:
+            self._release(old)
         with self._lock:
             entry = self._fresh(key)
             if entry is not None:
