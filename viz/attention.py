@@ -13,7 +13,7 @@ from .panels import (
     symmetric_limit,
     value_range,
 )
-from .theme import DIVERGING, Theme, merged, theme_layout, themed_figure
+from .theme import DIVERGING, Theme, merged, themed
 
 VALUE_TEXT = "0.00"  # what "%{z:.2f}" prints in a cell, at its widest
 
@@ -49,8 +49,8 @@ def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scor
     if font:
         traces[0].update(texttemplate="%{z:.2f}", textfont=dict(size=font))
     layout = merged(grid, axes, colour_axis("coloraxis", theme.sequential, *value_range(weights, fixed_scale),
-                                            "weight"), sized, theme_layout(theme, title))
-    return themed_figure(traces, layout, theme)
+                                            "weight"), sized)
+    return themed(traces, layout, theme, title)
 
 
 def values_shown(fig: go.Figure) -> bool:

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from .conventions import Blocked, Tokens, check_blocked, check_matrix
 from .labels import safe_label, token_axis, token_range
 from .layout import grid_layout
-from .theme import Theme, css_colour, mask_rgba, merged, theme_layout, themed_figure
+from .theme import Theme, css_colour, mask_rgba, merged, themed
 
 
 def subplots(rows: int, cols: int, titles: Sequence[str] = (), **kwargs: Any) -> go.Figure:
@@ -169,4 +169,4 @@ def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens
     sized, _ = grid_layout(theme, row_tokens, col_tokens, cols=len(panels), wrap=len(panels) > 1, title=title,
                            titles=annotations or None, colour_bars=colour_bars,
                            legend=any(trace.get("showlegend") for trace in traces) if legend is None else legend)
-    return themed_figure(traces, merged(grid, axes, *colour_axes, sized, theme_layout(theme, title)), theme)
+    return themed(traces, merged(grid, axes, *colour_axes, sized), theme, title)
