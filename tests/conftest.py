@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import random
 import shutil
 import tempfile
@@ -26,6 +27,9 @@ from helpers import (
 from transformer import Transformer
 from transformer.tasks import REVERSE_ALPHABET
 
+# Every figure the tests build is also validated by plotly.py and must give the same JSON (viz.theme.themed_figure);
+# the app servers the browser tests start inherit it.
+os.environ["ATLAS_VALIDATE_FIGURES"] = "1"
 CACHE = Path(tempfile.gettempdir()) / "attention-atlas-test-checkpoints"
 
 

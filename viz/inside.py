@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 from .conventions import Tokens
 from .labels import safe_label, token_axis, token_range
 from .layout import COLOUR_BAR_PX, LINE_EM, colour_bar_px, text_px, widest_px
-from .theme import DIVERGING, Theme, themed
+from .theme import DIVERGING, Theme, colour_stops, themed
 
 ROW_EM = 1.5  # height of a row of tokens, in font sizes
 CELL_EM = 1.2  # widest a vector's cell gets, in font sizes: short vectors stay small
@@ -120,7 +120,8 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
     limit = max(float(np.abs(vectors).max()), 1e-12)
     hover = np.array([[safe_label(label)] * dims for label in labels], dtype=object)
     data = [dict(type="heatmap", z=vectors.tolist(), x=list(range(dims)), y=list(range(rows)),
-                 customdata=hover.tolist(), colorscale=DIVERGING, zmin=-limit, zmax=limit, xaxis="x", yaxis="y",
+                 customdata=hover.tolist(), colorscale=colour_stops(DIVERGING), zmin=-limit, zmax=limit, xaxis="x",
+                 yaxis="y",
                  hovertemplate="%{customdata}, dimension %{x}: %{z:.4g}<extra></extra>",
                  showscale=scale,  # a colour bar needs a few rows' height; hover tells a lone row's values
                  colorbar=dict(x=1, xanchor="left", xpad=10, thickness=COLOUR_BAR_PX, lenmode="pixels",

@@ -234,7 +234,8 @@ def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence
                                   showticklabels=every or col == 0)
         elif wrapped:  # make_subplots hid the labels of axes shared along the one row
             layout[x_name].update(showticklabels=True)
-            layout[y_name].update(showticklabels=True, matches=None)
+            layout[y_name].update(showticklabels=True)
+            layout[y_name].pop("matches", None)
         if index < len(titles):
             titles[index].update(x=(left[col] + panel_w / 2) / plot_w, y=1 - top[row] / plot_h, yanchor="bottom",
                                  yshift=2)
@@ -245,7 +246,7 @@ def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence
         layout[name] = dict(colorbar=dict(
             x=(left[col] + panel_w + 10) / plot_w, xanchor="left", y=1 - top[row] / plot_h, yanchor="top",
             lenmode="pixels", len=min(panel_h, 12 * LINE_EM * theme.font_size) if wrapped else
-            min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title_side="right"))
+            min(plot_h, 12 * LINE_EM * theme.font_size), thickness=COLOUR_BAR_PX, title=dict(side="right")))
     fit = Fit(font, shape["column_px"], shape["row_px"], shape["x_angle"], per_row, grid_rows, shape["width"],
               shape["height"])
     return layout, fit

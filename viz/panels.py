@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from .conventions import Blocked, Tokens, check_blocked, check_matrix
 from .labels import safe_label, token_axis, token_range
 from .layout import grid_layout
-from .theme import Theme, css_colour, mask_rgba, merged, themed
+from .theme import Theme, colour_stops, css_colour, mask_rgba, merged, themed
 
 
 def subplots(rows: int, cols: int, titles: Sequence[str] = (), **kwargs: Any) -> go.Figure:
@@ -64,7 +64,7 @@ def colour_axis(name: str, colorscale: str | list, cmin: float, cmax: float, tit
     """The layout of the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title
     is written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
     colorbar = dict(title=dict(text=safe_label(title), side="right"), thickness=14)
-    return {name: dict(colorscale=colorscale, cmin=cmin, cmax=cmax, colorbar=colorbar)}
+    return {name: dict(colorscale=colour_stops(colorscale), cmin=cmin, cmax=cmax, colorbar=colorbar)}
 
 
 def set_colour_axis(fig: go.Figure, name: str, colorscale: str | list, cmin: float, cmax: float, title: str) -> None:

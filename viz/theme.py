@@ -5,6 +5,8 @@ Theme(large=True) is lecture mode: fonts twice as big and thicker lines, readabl
 """
 import copy
 import functools
+import json
+import os
 import re
 from dataclasses import dataclass
 
@@ -69,11 +71,11 @@ class Theme:
 
     @property
     def template(self) -> dict:
-        """Plotly's plotly_white or plotly_dark (a copy), less its axis titles' standoff: with a standoff Plotly.js
+        """Plotly's plotly_white or plotly_dark, less its axis titles' standoff: with a standoff Plotly.js
         measures every tick label of every axis to place the axis's title, titled or not (slow for a 48-panel model
         view at 256 tokens; docs/performance.md). Without it, titles sit beyond the labels as they do
-        in Plotly's own default."""
-        return copy.deepcopy(_template("plotly_dark" if self.dark else "plotly_white"))
+        in Plotly's own default. Shared: read it, never change it (inline_template copies what it writes in)."""
+        return _template("plotly_dark" if self.dark else "plotly_white")
 
     @property
     def sequential(self) -> str:
@@ -86,6 +88,8 @@ def _template(name: str) -> dict:
     template = pio.templates[name].to_plotly_json()
     for axis in ("xaxis", "yaxis"):
         template["layout"][axis]["title"].pop("standoff", None)
+        if not template["layout"][axis]["title"]:
+            del template["layout"][axis]["title"]
     return template
 
 
@@ -97,6 +101,13 @@ def mask_rgba(reason: str) -> tuple:
 def css_colour(rgba: tuple) -> str:
     """An (r, g, b, alpha) tuple as the CSS colour string Plotly takes."""
     return "rgba({}, {}, {}, {})".format(*rgba)
+
+
+def colour_stops(colorscale: str | list) -> list:
+    """A colour scale as [[position, colour], ...], as plotly.py's validation writes a named one (Plotly.js's own
+    scales of the same names differ)."""
+    return [list(stop) for stop in plotly.colors.get_colorscale(colorscale)] if isinstance(colorscale, str) \
+        else colorscale
 
 
 def colour_table(colorscale: str | list, n: int) -> np.ndarray:
@@ -146,6 +157,8 @@ def inline_template(layout: dict, data: list[dict], template: dict) -> tuple[dic
     Why: Plotly.js compares a figure's layout.template by identity, so a figure that carries one is drawn again in
     full by every Plotly.react, and Streamlit reacts once with a copy of each chart it has just drawn."""
     layout = {key: value for key, value in layout.items() if key != "template"}
+    # A copy of the layout part: what is written in below must not be the shared template's (Theme.template).
+    template = {"layout": copy.deepcopy(template.get("layout", {})), "data": template.get("data", {})}
     axes = {f"{letter}axis{trace.get(letter + 'axis', letter)[1:]}" for trace in data for letter in "xy"}
     for key, value in template.get("layout", {}).items():
         if key in ("xaxis", "yaxis", "coloraxis"):
@@ -171,8 +184,8 @@ def inline_template(layout: dict, data: list[dict], template: dict) -> tuple[dic
         kind = trace.get("type", "scatter")
         entries = template.get("data", {}).get(kind) or [{}]
         index = seen[kind] = seen.get(kind, -1) + 1
-        themed.append(merged({key: value for key, value in entries[index % len(entries)].items() if key != "type"},
-                             trace))
+        themed.append(merged({key: copy.deepcopy(value) for key, value in entries[index % len(entries)].items()
+                              if key != "type"}, trace))
     return layout, themed
 
 
@@ -190,11 +203,49 @@ def _listed(value):
 
 def themed_figure(data: list[dict], layout: dict, theme: Theme) -> go.Figure:
     """The figure of `data` and `layout` (plain dicts) with the theme's template written in (inline_template), none
-    left on it (plotly.py would otherwise add its default template) and its traces' 1-D arrays as lists (_listed)."""
+    left on it ("template": null, or plotly.py would add its default one) and its traces' 1-D arrays as lists
+    (_listed).
+
+    Not validated: plotly.py's check of every property name and value was most of a new input's figure (2.7 of
+    3.3 ms for a 16-token heatmap), on every rerun of every session, for figures that are this package's code. So
+    the dicts are written as validation would leave them (colour scales as lists, no magic underscores, no empty
+    dicts). Where ATLAS_VALIDATE_FIGURES=1, as the test suite runs, every figure is also validated and must give the
+    same JSON."""
     layout, data = inline_template(layout, [_listed(trace) for trace in data], theme.template)
-    fig = go.Figure(dict(data=data, layout=layout))
+    validated = _sent(_figure(data, layout, validate=True)) if os.environ.get("ATLAS_VALIDATE_FIGURES") == "1" else None
+    fig = _figure(data, layout, validate=False)
+    if validated is not None and _sent(fig) != validated:
+        raise AssertionError("a figure's dicts are not as plotly.py's validation leaves them, at "
+                             + "; ".join(_differences(_sent(fig), validated)[:5]))
+    return fig
+
+
+def _differences(sent, validated, path: str = "") -> list[str]:
+    """Where two JSON values differ: 'path: sent -> validated'."""
+    if isinstance(sent, dict) and isinstance(validated, dict):
+        missing = "(none)"
+        return [difference for key in sorted(sent.keys() | validated.keys())
+                for difference in _differences(sent.get(key, missing), validated.get(key, missing), f"{path}.{key}")]
+    if isinstance(sent, list) and isinstance(validated, list) and len(sent) == len(validated):
+        return [difference for index, (a, b) in enumerate(zip(sent, validated))
+                for difference in _differences(a, b, f"{path}[{index}]")]
+    return [] if sent == validated else [f"{path}: {json.dumps(sent)[:80]} -> {json.dumps(validated)[:80]}"]
+
+
+def _figure(data: list[dict], layout: dict, validate: bool) -> go.Figure:
+    """The figure of these dicts (copies where validated: validation may change what it is given) with no template,
+    and whatever is changed on it later validated."""
+    figure = dict(data=data, layout=dict(layout, template={}))  # {}: plotly.py looks up no default template
+    fig = go.Figure(copy.deepcopy(figure) if validate else figure, _validate=validate)
+    for part in (fig, fig.layout, *fig.data):
+        part._validate = True
     fig.layout.template = None
     return fig
+
+
+def _sent(fig: go.Figure):
+    """What Plotly.js reads of the JSON st.plotly_chart sends of a figure (key order and 1 against 1.0 aside)."""
+    return json.loads(pio.to_json(fig.to_dict(), validate=False))
 
 
 def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
