@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 import transformer
 import transformer.attribution
+import transformer.batching
 import transformer.checkpoint
 import transformer.corpus
 import transformer.patching
@@ -968,3 +969,14 @@ def test_compare_two_shipped_checkpoints_draws_a_minus_b(app, tmp_path, monkeypa
     np.testing.assert_allclose(b, record.stack("decoder.cross")[0, 1].numpy(), atol=1e-6)
     np.testing.assert_allclose(difference, a - b, atol=1e-6)
     assert np.abs(difference).max() > 1e-2
+
+
+def test_a_session_that_closes_while_its_translation_waits_ends_its_run_quietly(app, monkeypatch):
+    """Its queued translation is dropped (transformer.batching.Cancelled): the run ends without an exception, which
+    Streamlit would otherwise format into the server's log for a session no one is looking at."""
+    def gone(*args, **kwargs):
+        raise transformer.batching.Cancelled("the caller left before its translation ran")
+
+    monkeypatch.setattr(ui.passes.BATCHER, "translate", gone)
+    at = ok(app(checkpoint="reverse", text="nobody typed this one before"))
+    assert not charts(at)
