@@ -212,9 +212,16 @@ class SharedResults:
     def _closed_only_bytes(self) -> int:
         """Bytes of the results that no open session asked for; forgets the closed sessions it finds. Call with
         self._lock held."""
-        closed = 0
+        closed, open_now = 0, {}  # each session asked about once: thousands of entries share forty sessions
+
+        def still_open(session: str) -> bool:
+            if session not in open_now:
+                open_now[session] = self.is_open(session)
+            return open_now[session]
+
         for entry in self._entries.values():
-            entry.sessions = {session for session in entry.sessions if self.is_open(session)}
+            if not all(still_open(session) for session in entry.sessions):
+                entry.sessions = {session for session in entry.sessions if still_open(session)}
             closed += 0 if entry.sessions else entry.size
         return closed
 
