@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from .conventions import Blocked, Tokens, check_matrix, model_mask
 from .labels import safe_label
 from .layout import LINE_EM, text_px, widest_px
-from .theme import Theme, apply_theme
+from .theme import Theme, merged, theme_layout, themed_figure
 
 OPACITY_LEVELS = 20
 HEAD_COLOURS = plotly.colors.qualitative.D3  # ten distinct hues, readable on white and on dark backgrounds
@@ -45,7 +45,8 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
             q_tokens if selected[0] == "query" else k_tokens)):
         raise ValueError(f"selected must be ('query', 0..{len(q_tokens) - 1}) or ('key', 0..{len(k_tokens) - 1});"
                          f" got {selected!r}")
-    fig = go.Figure()
+    thin = dict(width=theme.line_width / 2)  # many lines: thin ones
+    data = []
     for head, (name, head_weights) in enumerate(zip(head_names, weights)):
         colour = plotly.colors.hex_to_rgb(HEAD_COLOURS[head % len(HEAD_COLOURS)])
         levels = np.rint(head_weights * OPACITY_LEVELS).astype(int)  # (q_len, k_len)
@@ -56,21 +57,22 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
                 np.arange(len(k_tokens))[None, :] == position)
         for level in np.unique(levels[drawn]):
             queries, keys = np.nonzero(drawn & (levels == level))
-            fig.add_trace(go.Scatter(
-                x=np.tile([0.0, 1.0, None], len(queries)),
-                y=np.column_stack([-queries, -keys, np.full(len(queries), None)]).ravel(),
-                mode="lines", line=dict(color="rgba({}, {}, {}, {})".format(*colour, level / OPACITY_LEVELS)),
+            data.append(dict(
+                type="scatter", x=np.tile([0.0, 1.0, None], len(queries)),
+                y=np.column_stack([-queries, -keys, np.full(len(queries), None)]).ravel(), mode="lines",
+                line=dict(color="rgba({}, {}, {}, {})".format(*colour, level / OPACITY_LEVELS), **thin),
                 name=safe_label(name), legendgroup=f"head {head}", showlegend=False, hoverinfo="skip",
-                meta=[head, level / OPACITY_LEVELS]))  # a list: see grid.model_view
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=safe_label(name),
-                                 line=dict(color="rgb({}, {}, {})".format(*colour)), legendgroup=f"head {head}"))
+                meta=[head, level / OPACITY_LEVELS], marker=dict(size=theme.marker_size)))  # meta: see grid.model_view
+        data.append(dict(type="scatter", x=[None], y=[None], mode="lines", name=safe_label(name),
+                         line=dict(color="rgb({}, {}, {})".format(*colour), **thin), legendgroup=f"head {head}",
+                         marker=dict(size=theme.marker_size)))
     for side, tokens, x, position in (("query", q_tokens, 0.0, "middle left"), ("key", k_tokens, 1.0,
                                                                                   "middle right")):
-        fig.add_trace(go.Scatter(
-            x=np.full(len(tokens), x), y=-np.arange(len(tokens)), mode="markers+text",
+        data.append(dict(
+            type="scatter", x=np.full(len(tokens), x), y=-np.arange(len(tokens)), mode="markers+text",
             text=[safe_label(token) for token in tokens], textposition=position, name=side, showlegend=False,
-            marker=dict(size=8, color="rgba(128, 128, 128, 0.5)"),
-            customdata=[[side, index] for index in range(len(tokens))],
+            marker=dict(size=theme.marker_size, color="rgba(128, 128, 128, 0.5)"),
+            line=dict(width=theme.line_width), customdata=[[side, index] for index in range(len(tokens))],
             hovertext=_link_summaries(side, weights, masked, q_tokens, k_tokens, head_names),
             hovertemplate="%{hovertext}<extra></extra>"))
     font = theme.font_size
@@ -79,15 +81,14 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
     step = 1.6 * font  # a list: one comfortable line per token
     margin = dict(l=20, r=20, t=LINE_EM * theme.title_size + 24 if title else 16, b=2 * LINE_EM * font + 16)
     width = max(margin["l"] + left + LINES_PX + right + margin["r"], text_px(title, theme.title_size) + 40)
-    fig.update_xaxes(visible=False, range=[-left / LINES_PX, 1 + right / LINES_PX], fixedrange=True)
-    fig.update_yaxes(visible=False, range=[-(rows - 0.5), 0.5], fixedrange=True)
-    fig.update_layout(width=round(width), height=round(margin["t"] + rows * step + margin["b"]), margin=margin,
-                      clickmode="event+select", hovermode="closest",
-                      title=dict(x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top",
-                                 pad=dict(t=8, l=12)))
-    fig = apply_theme(fig, theme, title)
-    fig.update_traces(line_width=theme.line_width / 2, selector=dict(mode="lines"))  # many lines: thin ones
-    return fig
+    layout = dict(xaxis=dict(visible=False, range=[-left / LINES_PX, 1 + right / LINES_PX], fixedrange=True),
+                  yaxis=dict(visible=False, range=[-(rows - 0.5), 0.5], fixedrange=True),
+                  width=round(width), height=round(margin["t"] + rows * step + margin["b"]), margin=margin,
+                  clickmode="event+select", hovermode="closest")
+    # Built as dicts (with the sizes themed() would give every scatter, the lines' halved), validated once.
+    layout = merged(layout, theme_layout(theme, title), dict(title=dict(
+        x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=12))))
+    return themed_figure(data, layout, theme)
 
 
 def _link_summaries(side, weights, masked, q_tokens, k_tokens, head_names) -> list[str]:
