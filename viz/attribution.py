@@ -12,9 +12,16 @@ from numpy.typing import ArrayLike
 
 from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
-from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, lay_out, text_px, widest_px
-from .panels import add_matrix, colour_axis, panels_figure, set_colour_axis, subplots, symmetric_limit
-from .theme import DIVERGING, Theme, apply_theme
+from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, grid_layout, text_px, widest_px
+from .panels import (
+    colour_axis,
+    matrix_panel,
+    panels_figure,
+    set_colour_axis,
+    subplot_layout,
+    symmetric_limit,
+)
+from .theme import DIVERGING, Theme, apply_theme, merged, themed
 
 PANELS_PER_ROW = 4
 
@@ -38,22 +45,24 @@ def attribution_figure(methods: Mapping[str, ArrayLike], output_tokens: Tokens, 
         raise ValueError(f"{negative[0]!r} has negative values but is not declared signed")
     cols = min(PANELS_PER_ROW, len(methods))
     rows = math.ceil(len(methods) / cols)
-    fig = subplots(rows, cols, titles=list(methods), horizontal_spacing=0.25 / cols, vertical_spacing=0.3 / rows)
+    layout = subplot_layout(rows, cols, list(methods), horizontal_spacing=0.25 / cols, vertical_spacing=0.3 / rows)
+    traces = []
     for index, (name, matrix) in enumerate(methods.items()):
         peak = max(float(np.nanmax(np.abs(matrix))), 1e-12)
         axis = "coloraxis2" if name in signed else "coloraxis"
-        add_matrix(fig, matrix / peak, output_tokens, src_tokens, row=index // cols + 1, col=index % cols + 1,
-                   colour={"coloraxis": axis}, axis_names=("output", "source"),
-                   value_name=f"{name} ÷ its peak {peak:.3g}")
-    set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "of peak")
+        panel_traces, axes = matrix_panel(index, matrix / peak, output_tokens, src_tokens, colour={"coloraxis": axis},
+                                          axis_names=("output", "source"), value_name=f"{name} ÷ its peak {peak:.3g}")
+        traces += panel_traces
+        layout = merged(layout, axes)
+    layout = merged(layout, colour_axis("coloraxis", theme.sequential, 0.0, 1.0, "of peak"))
     bars = [("coloraxis", cols)]
     if set(signed) & set(methods):
-        set_colour_axis(fig, "coloraxis2", DIVERGING, -1.0, 1.0, "of peak (signed)")
+        layout = merged(layout, colour_axis("coloraxis2", DIVERGING, -1.0, 1.0, "of peak (signed)"))
         bars.append(("coloraxis2", len(methods)))  # beside the last panel
     # Every panel labels its own axes (methods differ by panel): the panels wrap into as many rows as the width needs.
-    lay_out(fig, theme, output_tokens, src_tokens, rows=rows, cols=cols, panels=len(methods), wrap=True,
-            title=title, panel_titles=True, colour_bars=bars, label_every_panel=True)
-    return apply_theme(fig, theme, title)
+    sized, _ = grid_layout(theme, output_tokens, src_tokens, rows=rows, cols=cols, panels=len(methods), wrap=True,
+                           title=title, titles=layout["annotations"], colour_bars=bars, label_every_panel=True)
+    return themed(traces, merged(layout, sized), theme, title)
 
 
 def token_attribution_figure(methods: Mapping[str, ArrayLike], src_tokens: Tokens, row: int, output_token: str, *,
@@ -98,17 +107,23 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     titles = [str(kind) for kind in heads] + [""] * (cols - len(heads))
     titles += [f"{stack} residual stream: layer x position" for stack in positions]
     specs = [[{}] * cols] + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
-    fig = subplots(1 + len(positions), cols, titles=titles, specs=specs)
-    for col, table in enumerate(heads.values(), start=1):
+    layout = subplot_layout(1 + len(positions), cols, titles, specs=specs)
+    panels = []  # (grid panel in make_subplots' order, matrix, row labels, column labels, axis names)
+    for index, table in enumerate(heads.values()):  # the top row's panels
         table = np.asarray(table, dtype=float)
-        layer_names = [f"L{layer}" for layer in range(table.shape[0])]
-        add_matrix(fig, table, layer_names, [f"H{head}" for head in range(table.shape[1])], row=1, col=col,
-                   axis_names=("layer", "head"), value_name="Δ log p")
-    for row, (stack, table) in enumerate(positions.items(), start=2):
+        panels.append((index, table, [f"L{layer}" for layer in range(table.shape[0])],
+                       [f"H{head}" for head in range(table.shape[1])], ("layer", "head")))
+    for row, (stack, table) in enumerate(positions.items()):  # a row each, after the top row's `cols` panels
         table = np.asarray(table, dtype=float)
-        add_matrix(fig, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack], row=row,
-                   col=1, axis_names=("layer", "position"), value_name="Δ log p")
-    set_colour_axis(fig, "coloraxis", DIVERGING, -limit, limit, "Δ log p")
+        panels.append((cols + row, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack],
+                       ("layer", "position")))
+    traces = []
+    for index, table, row_labels, col_labels, names in panels:
+        panel_traces, axes = matrix_panel(index, table, row_labels, col_labels, axis_names=names,
+                                          value_name="Δ log p")
+        traces += panel_traces
+        layout = merged(layout, axes)
+    layout = merged(layout, colour_axis("coloraxis", DIVERGING, -limit, limit, "Δ log p"))
     # Pixel layout (as viz.layout's): the position panels' tokens set the font; the head panels sit above them.
     size = theme.font_size
     layers = max(np.asarray(t).shape[0] for t in tables)
@@ -125,7 +140,7 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     title_band, row_h = LINE_EM * size + 6, LINE_EM * size * 1.2
     bands = [LINE_EM * size + 14] + [widest_px(longest, font) + 14] * len(positions)  # x labels under each row
     heights = [layers * row_h] * (1 + len(positions))
-    top, layout = [], {}
+    top, domains = [], {}
     y = 0.0
     for height, band in zip(heights, bands):
         top.append(y + title_band)
@@ -133,25 +148,25 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     plot_h, margin["b"] = y - bands[-1], bands[-1] + 10
     for index in range(len(heads)):
         left = index * (head_w + y_band)
-        layout[f"xaxis{index + 1 if index else ''}"] = dict(domain=[left / plot_w, min((left + head_w) / plot_w, 1)])
-        layout[f"yaxis{index + 1 if index else ''}"] = dict(domain=[1 - (top[0] + heights[0]) / plot_h,
-                                                                    1 - top[0] / plot_h])
+        domains[f"xaxis{index + 1 if index else ''}"] = dict(domain=[left / plot_w, min((left + head_w) / plot_w, 1)])
+        domains[f"yaxis{index + 1 if index else ''}"] = dict(domain=[1 - (top[0] + heights[0]) / plot_h,
+                                                                     1 - top[0] / plot_h])
     for row in range(len(positions)):
         axis = cols + row + 1
-        layout[f"xaxis{axis}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
-                                      tickfont=dict(size=font), tickangle=-90)
-        layout[f"yaxis{axis}"] = dict(domain=[max(1 - (top[row + 1] + heights[row + 1]) / plot_h, 0),
-                                              1 - top[row + 1] / plot_h])
-    fig.update_layout(layout, width=round(margin["l"] + plot_w + margin["r"]),
-                      height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
-                      coloraxis_colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top", lenmode="pixels",
-                                              len=min(plot_h, 12 * LINE_EM * size)))
-    for index, annotation in enumerate(fig.layout.annotations):  # panel titles above their panels
+        domains[f"xaxis{axis}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
+                                       tickfont=dict(size=font), tickangle=-90)
+        domains[f"yaxis{axis}"] = dict(domain=[max(1 - (top[row + 1] + heights[row + 1]) / plot_h, 0),
+                                               1 - top[row + 1] / plot_h])
+    layout = merged(layout, domains, dict(
+        width=round(margin["l"] + plot_w + margin["r"]), height=round(margin["t"] + plot_h + margin["b"]),
+        margin=margin, coloraxis=dict(colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top",
+                                                    lenmode="pixels", len=min(plot_h, 12 * LINE_EM * size)))))
+    for index, annotation in enumerate(layout["annotations"]):  # panel titles above their panels
         row = 0 if index < len(heads) else index - len(heads) + 1
         annotation.update(y=1 - top[row] / plot_h, yanchor="bottom", yshift=2,
                           x=(index * (head_w + y_band) + head_w / 2) / plot_w if row == 0 else 0, xanchor=(
                               "center" if row == 0 else "left"))
-    return apply_theme(fig, theme, title)
+    return themed(traces, layout, theme, title)
 
 
 def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, top_probs: ArrayLike, *,
