@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from transformer.batching import Cancelled
-
 from . import passes, presenter, screen, state, turns, warm
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
@@ -84,7 +82,7 @@ def draw_frame() -> None:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
                 if deck is None:
                     presenter.deck_tools(view.label)
-    except Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
+    except passes.Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
         pass
     finally:
         for message in st.session_state.url_notices:

@@ -44,6 +44,7 @@ from transformer import (
     resolve_checkpoint,
 )
 from transformer.batching import Batcher
+from transformer.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
 from transformer.checkpoint import (
     SRC_TOKENIZER_FILE,
     TGT_TOKENIZER_FILE,
