@@ -1,4 +1,6 @@
 """Single-head figures and masks: what a user sees on the axes, in the hover, and under the overlays."""
+import json
+
 import numpy as np
 import pytest
 
@@ -210,3 +212,24 @@ def test_a_heatmap_built_as_dicts_is_the_one_plotlys_api_builds(show_masks):
     built = viz.head_heatmap(weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks,
                              title="L0 H1", theme=theme)
     assert json.loads(pio.to_json(built, validate=False)) == expected
+
+
+@pytest.mark.parametrize("layout, where", [
+    ({"coloraxis": {"colorscale": "Blues"}}, "colorscale"),  # validation writes a named scale's colours
+    ({"coloraxis": {"colorbar": {"title_side": "right"}}}, "title_side"),  # and a magic underscore's path
+    ({"yaxis": {"matches": None}}, "matches"),  # and drops an unset key
+])
+def test_a_figure_written_otherwise_than_validation_leaves_it_is_caught(monkeypatch, layout, where):
+    """The server sends viz's dicts unvalidated (viz.theme.themed_figure); where ATLAS_VALIDATE_FIGURES=1, as the
+    test suite sets it, a figure that validation would change raises, so every figure of the tests is held to it."""
+    from viz.theme import colour_stops, themed_figure
+
+    data = [dict(type="heatmap", z=[[0.5]], coloraxis="coloraxis")]
+    monkeypatch.setenv("ATLAS_VALIDATE_FIGURES", "1")
+    with pytest.raises(AssertionError, match=where):
+        themed_figure(data, layout, viz.Theme())
+    themed_figure(data, {"coloraxis": {"colorscale": colour_stops("Blues"), "colorbar": {"title": {"side": "right"}}}},
+                  viz.Theme())  # as validation leaves it
+    monkeypatch.delenv("ATLAS_VALIDATE_FIGURES")
+    sent = themed_figure(data, layout, viz.Theme()).to_dict()["layout"]  # the server sends it as it is
+    assert where in json.dumps(sent)

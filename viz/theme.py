@@ -203,8 +203,7 @@ def _listed(value):
 
 def themed_figure(data: list[dict], layout: dict, theme: Theme) -> go.Figure:
     """The figure of `data` and `layout` (plain dicts) with the theme's template written in (inline_template), none
-    left on it ("template": null, or plotly.py would add its default one) and its traces' 1-D arrays as lists
-    (_listed).
+    left on it (plotly.py would otherwise add its default one) and its traces' 1-D arrays as lists (_listed).
 
     Not validated: plotly.py's check of every property name and value was most of a new input's figure (2.7 of
     3.3 ms for a 16-token heatmap), on every rerun of every session, for figures that are this package's code. So
