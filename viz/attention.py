@@ -33,7 +33,7 @@ def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scor
     The figure sizes itself so that every token keeps a readable label (see layout.lay_out): draw it at least
     layout.width x layout.height pixels.
     """
-    # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout it
+    # Built as dicts (as viz.model_view is): through make_subplots, add_trace and update_layout it
     # is several times slower, on every new input of the Attention and Training views.
     traces, axes = matrix_panel(0, weights, q_tokens, k_tokens, scores=scores, blocked=blocked, show_masks=show_masks)
     grid = shared_grid(1, 1, [], theme)

@@ -44,7 +44,7 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     layers, heads = stack.shape[:2]
     blocked = check_blocked(blocked, stack.shape[2:]) if show_masks else {}
     cmin, cmax = value_range(stack, fixed_scale)
-    # Built as one dict and validated once by go.Figure: through make_subplots, add_trace and update_layout the same
+    # Built as one dict (theme.themed_figure): through make_subplots, add_trace and update_layout the same
     # figure is many times slower (plotly.py re-validates at every step).
     traces = []
     hover_layer = stack.size <= HOVER_CELLS

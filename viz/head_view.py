@@ -85,7 +85,7 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
                   yaxis=dict(visible=False, range=[-(rows - 0.5), 0.5], fixedrange=True),
                   width=round(width), height=round(margin["t"] + rows * step + margin["b"]), margin=margin,
                   clickmode="event+select", hovermode="closest")
-    # Built as dicts (with the sizes themed() would give every scatter, the lines' halved), validated once.
+    # Built as dicts, with the sizes themed() would give every scatter (the lines' halved).
     layout = merged(layout, theme_layout(theme, title), dict(title=dict(
         x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=12))))
     return themed_figure(data, layout, theme)

@@ -170,7 +170,7 @@ def add_matrix(fig: go.Figure, matrix: ArrayLike, row_tokens: Tokens, col_tokens
 def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens, *, titles: Sequence[str] = (),
                   colour_axes: Sequence[dict] = (), colour_bars: Sequence[tuple[str, int]] = (), title: str = "",
                   legend: bool | None = None, theme: Theme = Theme()) -> go.Figure:
-    """A row of token panels sharing their y axis, built as dicts and validated once: what make_subplots(1, n,
+    """A row of token panels sharing their y axis, built as dicts: what make_subplots(1, n,
     shared_yaxes=True), add_matrix for each panel, lay_out and apply_theme make, several times faster (a new
     input's figures are built on every new input). panels: matrix_panel's arguments for each panel (the matrix as
     "matrix"); titles: the panels' titles (none: no titles); colour_axes: colour_axis() dicts; legend: leave room

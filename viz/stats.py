@@ -96,8 +96,8 @@ def statistics_scatter(df: pd.DataFrame, x: str = "entropy", y: str = "mean_dist
     missing = [column for column in (x, y) if column not in df.columns]
     if missing:
         raise ValueError(f"no column {missing} in the statistics; choose from {list(df.columns)}")
-    # Built as dicts and validated once (what go.Figure, add_trace and apply_theme make): on every new input of the
-    # Heads view.
+    # Built as dicts (what go.Figure, add_trace and apply_theme make, without their validation): on every new
+    # input of the Heads view.
     traces = [dict(type="scatter", mode="markers", x=heads[x].to_numpy(), y=heads[y].to_numpy(), name=f"layer {layer}",
                    marker=dict(symbol=[_KIND_SYMBOLS.get(kind, "x") for kind in heads["kind"]]),
                    customdata=heads[["kind", "head", "role"]].to_numpy(dtype=object),

@@ -255,8 +255,8 @@ def apply_theme(fig: go.Figure, theme: Theme, title: str = "") -> go.Figure:
 
 def themed(data: list[dict], layout: dict, theme: Theme, title: str = "") -> go.Figure:
     """A figure still in plain dicts with the theme's fonts, title, line widths and height bound added (what
-    apply_theme adds to a plotly figure), through themed_figure: validated once, where plotly.py's update_layout,
-    update_annotations and update_traces would validate each change again."""
+    apply_theme adds to a plotly figure), through themed_figure, where plotly.py's update_layout, update_annotations and
+    update_traces would validate each change."""
     layout = merged(layout, theme_layout(theme, title))
     if "annotations" in layout:  # subplot titles and notes
         layout["annotations"] = [merged(note, dict(font=dict(size=theme.font_size))) for note in layout["annotations"]]

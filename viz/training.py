@@ -30,7 +30,7 @@ def snapshots_figure(snapshots: Sequence[tuple[str, ArrayLike]], q_tokens: Token
                            titles=[dict(text=label) for label, _ in snapshots], colour_bars=[("coloraxis", 1)])[1]
     cols = max(1, min(columns, len(snapshots), fitting))
     rows = math.ceil(len(snapshots) / cols)
-    # Built as dicts and validated once (as viz.model_view is): through make_subplots, add_trace and update_layout
+    # Built as dicts (as viz.model_view is): through make_subplots, add_trace and update_layout
     # the same figure is several times slower, on every new input of the Training view.
     traces, axes = [], {}
     for index, (_, weights) in enumerate(snapshots):
