@@ -190,14 +190,13 @@ def test_mask_figure_all_reasons_leaves_padded_queries_unshaded():
 
 @pytest.mark.parametrize("show_masks", [True, False])
 def test_a_heatmap_built_as_dicts_is_the_one_plotlys_api_builds(show_masks):
-    """head_heatmap and snapshots_figure build their panels as dicts (viz.panels.matrix_panel), the other heatmap
-    figures through make_subplots and add_matrix: one head must come out the same either way."""
-    import json
-
+    """head_heatmap builds its panel as dicts (viz.panels.matrix_panel, layout.grid_layout): the same head through
+    plotly.py's figure API (make_subplots, add_trace, update_xaxes and update_layout) must come out the same."""
+    import plotly.graph_objects as go
     import plotly.io as pio
 
-    from viz.layout import lay_out
-    from viz.panels import add_matrix, has_legend, set_colour_axis, subplots
+    from viz.layout import grid_layout
+    from viz.panels import matrix_panel, set_colour_axis, subplots
     from viz.theme import apply_theme
 
     rng = np.random.default_rng(4)
@@ -205,9 +204,15 @@ def test_a_heatmap_built_as_dicts_is_the_one_plotlys_api_builds(show_masks):
     tokens, blocked = ["<s>", "a", "b&", "a", "c", "</s>", "<pad>"], {"causal": np.triu(np.ones((7, 7), bool), 1)}
     theme = viz.Theme(large=True)
     fig = subplots(1, 1)
-    add_matrix(fig, weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks)
+    traces, axes = matrix_panel(0, weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks)
+    for trace in traces:
+        fig.add_trace(go.Heatmap(trace), row=1, col=1)
+    x_axis, y_axis = axes.values()
+    fig.update_xaxes(x_axis, row=1, col=1)
+    fig.update_yaxes(y_axis, row=1, col=1)
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "weight")
-    lay_out(fig, theme, tokens, tokens, title="L0 H1", colour_bars=[("coloraxis", 1)], legend=has_legend(fig))
+    fig.update_layout(grid_layout(theme, tokens, tokens, title="L0 H1", colour_bars=[("coloraxis", 1)],
+                                  legend=any(trace.showlegend for trace in fig.data))[0])
     expected = json.loads(pio.to_json(apply_theme(fig, theme, "L0 H1"), validate=False))
     built = viz.head_heatmap(weights, tokens, tokens, scores=scores, blocked=blocked, show_masks=show_masks,
                              title="L0 H1", theme=theme)

@@ -220,8 +220,7 @@ class SharedResults:
             return open_now[session]
 
         for entry in self._entries.values():
-            if not all(still_open(session) for session in entry.sessions):
-                entry.sessions = {session for session in entry.sessions if still_open(session)}
+            entry.sessions = {session for session in entry.sessions if still_open(session)}
             closed += 0 if entry.sessions else entry.size
         return closed
 

@@ -30,7 +30,7 @@ def head_heatmap(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, scor
     theme.min_font_size: the columns are widened for them where the theme's width allows; where it does not, the
     numbers are left out (values_shown says whether they are).
 
-    The figure sizes itself so that every token keeps a readable label (see layout.lay_out): draw it at least
+    The figure sizes itself so that every token keeps a readable label (see layout.grid_layout): draw it at least
     layout.width x layout.height pixels.
     """
     # Built as dicts (as viz.model_view is): through make_subplots, add_trace and update_layout it

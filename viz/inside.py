@@ -120,9 +120,8 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
     limit = max(float(np.abs(vectors).max()), 1e-12)
     hover = np.array([[safe_label(label)] * dims for label in labels], dtype=object)
     data = [dict(type="heatmap", z=vectors.tolist(), x=list(range(dims)), y=list(range(rows)),
-                 customdata=hover.tolist(), colorscale=colour_stops(DIVERGING), zmin=-limit, zmax=limit, xaxis="x",
-                 yaxis="y",
-                 hovertemplate="%{customdata}, dimension %{x}: %{z:.4g}<extra></extra>",
+                 customdata=hover.tolist(), colorscale=colour_stops(DIVERGING), zmin=-limit, zmax=limit,
+                 xaxis="x", yaxis="y", hovertemplate="%{customdata}, dimension %{x}: %{z:.4g}<extra></extra>",
                  showscale=scale,  # a colour bar needs a few rows' height; hover tells a lone row's values
                  colorbar=dict(x=1, xanchor="left", xpad=10, thickness=COLOUR_BAR_PX, lenmode="pixels",
                                len=min(layout["height"] - layout["margin"]["t"] - layout["margin"]["b"],

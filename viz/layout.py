@@ -15,8 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import plotly.graph_objects as go
-
 from .labels import token_axis
 from .theme import Theme
 
@@ -55,7 +53,7 @@ def token_font(theme: Theme, axes: Iterable[tuple[int, float]]) -> int:
 
 @dataclass(frozen=True)
 class Fit:
-    """What lay_out chose: the tick font, pixels per token across (columns) and down (rows) a panel, and how the
+    """What grid_layout chose: the tick font, pixels per token across (columns) and down (rows) a panel, and how the
     panels stand: per_row of them in each of grid_rows rows."""
 
     font: int
@@ -79,18 +77,6 @@ def colour_bar_px(theme: Theme) -> float:
     """Width a colour bar takes with its tick labels and its title written upwards beside them, plus gaps."""
     return 10 + COLOUR_BAR_PX + 6 + text_px("0" * COLOUR_BAR_TICK_CHARS, theme.font_size) + 10 \
         + LINE_EM * theme.font_size + 10
-
-
-def lay_out(fig: go.Figure, theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *,
-            panel_titles: bool = False, **options: Any) -> Fit:
-    """Size `fig`, a rows x cols grid of token panels (make_subplots order), so that every label is readable:
-    grid_layout's layout applied to `fig`, whose annotations are the panel titles when panel_titles. With
-    wrap=True (a row of panels that may stand in several rows), the panels' tick labels are shown where they are
-    needed."""
-    titles = [annotation.to_plotly_json() for annotation in fig.layout.annotations] if panel_titles else None
-    layout, fit = grid_layout(theme, row_labels, col_labels, titles=titles, **options)
-    fig.update_layout(layout)
-    return fit
 
 
 def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float, per_row: int, grid_rows: int, *,
@@ -198,7 +184,7 @@ def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence
     showticklabels). titles: the panels' title annotations (dicts, one per panel in order, as make_subplots makes
     them), placed above their panels; None: the panels have none. legend: leave room for the horizontal legend at
     the bottom. token_ticks: put the token tick labels on the axes that show them (the outer ones, or all) and hide
-    the others' (figures drawn with panels.add_matrix have theirs already). min_column_px: columns at least this
+    the others' (panels of panels.matrix_panel have theirs already). min_column_px: columns at least this
     wide (numbers in the cells).
     """
     panels = rows * cols if panels is None else panels

@@ -1,7 +1,7 @@
 """Shared pieces of the matrix figures: subplot grids, one token-labelled heatmap panel, mask overlays, colour axes.
 
-Every heatmap of tokens against tokens in viz is drawn by matrix_panel() (through add_matrix() into a plotly figure),
-so ticks, hover and masks look and behave the same in all of them.
+Every heatmap of tokens against tokens in viz is drawn by matrix_panel(), so ticks, hover and masks look and behave
+the same in all of them.
 """
 import copy
 import functools
@@ -80,18 +80,14 @@ def symmetric_limit(values: ArrayLike) -> float:
 
 def colour_axis(name: str, colorscale: str | list, cmin: float, cmax: float, title: str) -> dict:
     """The layout of the shared colour axis `name` ("coloraxis", "coloraxis2", ...) and its colour bar, whose title
-    is written upwards beside its tick labels (a title on top touches the top tick). layout.lay_out places the bar."""
+    is written upwards beside its tick labels (a title on top touches the top tick). layout.grid_layout places the
+    bar."""
     colorbar = dict(title=dict(text=safe_label(title), side="right"), thickness=14)
     return {name: dict(colorscale=colour_stops(colorscale), cmin=cmin, cmax=cmax, colorbar=colorbar)}
 
 
 def set_colour_axis(fig: go.Figure, name: str, colorscale: str | list, cmin: float, cmax: float, title: str) -> None:
     fig.update_layout(colour_axis(name, colorscale, cmin, cmax, title))
-
-
-def has_legend(fig: go.Figure) -> bool:
-    """Whether any trace of `fig` has a legend entry (the mask overlays do)."""
-    return any(trace.showlegend for trace in fig.data)
 
 
 def mask_note(blocked: Mapping[str, np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
@@ -137,8 +133,7 @@ def matrix_panel(index: int, matrix: ArrayLike, row_tokens: Tokens, col_tokens: 
                  blocked: Blocked | None = None, show_masks: bool = True, show_legend: bool = True,
                  **heatmap: Any) -> tuple[list[dict], dict]:
     """A token-labelled heatmap panel, as dicts: (its traces on grid panel `index`'s axes (make_subplots order),
-    those axes' layout entries). Figures built in one go (layout.grid_layout, theme.themed_figure) take these as
-    they are; add_matrix adds them to a plotly figure.
+    those axes' layout entries), which figures built in one go (layout.grid_layout, theme.themed) take as they are.
 
     Rows run top to bottom and columns left to right in token order, plotted at integer positions so duplicated
     tokens stay distinct. blocked: masks by reason, drawn as overlays with a legend entry (show_legend) when
@@ -156,22 +151,11 @@ def matrix_panel(index: int, matrix: ArrayLike, row_tokens: Tokens, col_tokens: 
     return [{**trace, "xaxis": x_id, "yaxis": y_id} for trace in traces], axes
 
 
-def add_matrix(fig: go.Figure, matrix: ArrayLike, row_tokens: Tokens, col_tokens: Tokens, *, row: int = 1,
-               col: int = 1, **panel: Any) -> None:
-    """matrix_panel drawn in the subplot at (row, col) of `fig` (options as matrix_panel's)."""
-    traces, axes = matrix_panel(0, matrix, row_tokens, col_tokens, **panel)
-    for trace in traces:
-        fig.add_trace(go.Heatmap(trace), row=row, col=col)  # row and col set the trace's axes
-    x_axis, y_axis = axes.values()
-    fig.update_xaxes(x_axis, row=row, col=col)
-    fig.update_yaxes(y_axis, row=row, col=col)
-
-
 def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens, *, titles: Sequence[str] = (),
                   colour_axes: Sequence[dict] = (), colour_bars: Sequence[tuple[str, int]] = (), title: str = "",
                   legend: bool | None = None, theme: Theme = Theme()) -> go.Figure:
     """A row of token panels sharing their y axis, built as dicts: what make_subplots(1, n,
-    shared_yaxes=True), add_matrix for each panel, lay_out and apply_theme make, several times faster (a new
+    shared_yaxes=True), a heatmap added for each panel, the layout and apply_theme make, several times faster (a new
     input's figures are built on every new input). panels: matrix_panel's arguments for each panel (the matrix as
     "matrix"); titles: the panels' titles (none: no titles); colour_axes: colour_axis() dicts; legend: leave room
     for the legend (None: if a trace shows in it). With more than one panel, the panels wrap onto more rows where
