@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import SHARED
-from transformer.data import collate, normalize, read_parallel, split_dev, token_batches
+from helpers import SHARED, corpus_file
+from transformer.data import Repeat, collate, normalize, read_parallel, repeated, split_dev, token_batches
 
 TATOEBA = SHARED / "data" / "tatoeba-eng-fra" / "eng-fra.tsv"  # beside the repository, as CI and developers have it
 
@@ -80,8 +80,7 @@ def test_aligned_files_must_have_the_same_line_count(tmp_path):
 
 
 def test_read_real_tatoeba():
-    assert TATOEBA.is_file(), f"the corpus belongs at {TATOEBA} (shared/ beside the repository)"
-    pairs = read_parallel(TATOEBA)
+    pairs = read_parallel(corpus_file(TATOEBA))
     assert 74_000 < len(pairs) <= 74_146
     text = "".join(s + t for s, t in pairs)
     assert "\u202f" not in text and "’" not in text
@@ -189,3 +188,16 @@ def test_collate_uses_the_given_pad_id():
     source, target = collate([([4], [4, 4]), ([4, 4, 4], [4])], pad_id=-1)
     assert source.tolist() == [[4, -1, -1], [4, 4, 4]]
     assert target.tolist() == [[4, 4], [4, -1]]
+
+
+def test_a_repeat_names_a_corpus_or_a_least_number_of_words():
+    train = {"short": [("I am cold.", "J'ai froid."), ("The old man walks his dog by the river.", "x")],
+             "scenes": [("A dog runs.", "Un chien court."), ("Two men in red shirts sit on a bench.", "y")]}
+    assert repeated(train, []) == [1, 1, 1, 1]
+    assert repeated(train, [Repeat.parse("scenes=3")]) == [1, 1, 3, 3]
+    assert repeated(train, [Repeat.parse("scenes=3"), Repeat.parse("8+words=2")]) == [1, 2, 3, 3]  # largest, not both
+    assert repeated(train, [Repeat.parse("8+words=4"), Repeat.parse("scenes=3")]) == [1, 4, 3, 4]
+    assert str(Repeat.parse("10+words=3")) == "10+words=3"
+    for bad in ("scenes", "scenes=0", "scenes=-1", "scenes=1.5", "=2", "x+words=2"):
+        with pytest.raises(ValueError, match="repeat"):
+            Repeat.parse(bad)

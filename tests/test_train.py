@@ -19,7 +19,7 @@ from transformer.data import read_parallel, split_dev, words
 from transformer.evaluate import chrf, evaluation_cases, score, translate_texts
 from transformer.evaluate import evaluate as evaluate_checkpoint
 from transformer.tasks import reverse_example
-from transformer.train import PAD_ID, collate, encode_examples, evaluate, learning_rate, main
+from transformer.train import PAD_ID, collate, encode_examples, evaluate, learning_rate, load_pairs, main, parse_args
 
 
 def test_few_steps_end_to_end(tiny_checkpoint):
@@ -190,6 +190,40 @@ def test_two_corpora_train_together_and_are_scored_apart(tmp_path):
         assert result["per_case"][group] == score("translate", *zip(*members)), group
     assert set(result["chrf_per_case"]) == set(result["per_case"]) == {
         "short", "scenes", "1-5 words", "6-10 words", "short, 1-5 words", "scenes, 1-5 words", "scenes, 6-10 words"}
+
+
+def test_repeat_weighs_corpora_and_long_pairs_without_dropping_any(tmp_path):
+    """`--repeat scenes=3 6+words=2`: an epoch holds each scenes pair three times, each other pair of 6+ source words
+    twice (the largest repeat that applies, not the product), every other pair once; a continued run on other corpora
+    scores the inherited weights on its own data, and its curve names the data of each entry."""
+    short = [(f"the cat sees {i}", f"le chat voit {i}") for i in range(60)]
+    short += [(f"the big black dog sees the cat {i}", f"le gros chien noir voit le chat {i}") for i in range(30)]
+    tsv = tmp_path / "short" / "pairs.tsv"
+    tsv.parent.mkdir()
+    tsv.write_text("".join(f"{s}\t{t}\n" for s, t in short), encoding="utf-8")
+    scenes = tmp_path / "scenes" / "pairs.tsv"
+    scenes.parent.mkdir()
+    scenes.write_text("".join(f"a dog runs {i}\tun chien court {i}\n" for i in range(20))
+                      + "".join(f"a dog runs in the big park {i}\tun chien court dans le grand parc {i}\n"
+                                for i in range(20)), encoding="utf-8")
+    flags = ["--task", "translate", "--data", f"short={tsv}", f"scenes={scenes}", "--dev-fraction", "0.2",
+             "--repeat", "scenes=3", "6+words=2", "--out", str(tmp_path / "model")]
+    pairs, copies, _ = load_pairs(parse_args(flags))
+    expected = [3 if source.startswith("a dog") else 2 if len(source.split()) >= 6 else 1 for source, _ in pairs]
+    assert copies == expected and {1, 2, 3} == set(copies)
+    with pytest.raises(SystemExit, match="not trained on: parks"):
+        main(flags[:-2] + ["--repeat", "parks=2", "--out", str(tmp_path / "bad")])
+    model = TINY_TRAINING[TINY_TRAINING.index("--d-model"):]
+    main(["--task", "translate", "--data", f"short={tsv}", "--dev-fraction", "0.2", "--vocab-size", "60", "--steps",
+          "2", "--eval-every", "2", "--snapshots", "0", "--out", str(tmp_path / "first")] + model)
+    first = load_checkpoint(tmp_path / "first").card
+    assert [entry["data"] for entry in first.history] == ["short"]
+    main(flags[:-2] + ["--init-from", str(tmp_path / "first"), "--steps", "2", "--eval-every", "2", "--snapshots",
+                       "0", "--out", str(tmp_path / "continued")] + model)
+    card = load_checkpoint(tmp_path / "continued").card
+    assert card.training["repeat"] == ["scenes=3", "6+words=2"]
+    assert [(entry["step"], entry["data"]) for entry in card.history] == [
+        (2, "short"), (2, "short + scenes"), (4, "short + scenes")]  # the inherited weights scored on both
 
 
 def test_a_continued_model_may_raise_max_len_where_positions_are_sinusoids(tiny_checkpoint, tmp_path):

@@ -57,6 +57,25 @@ def test_loss_curve_draws_each_series_only_where_it_was_logged():
     assert [t.name for t in viz.loss_curve(history).data][2] == "dev metric"
 
 
+def test_loss_curve_never_joins_numbers_measured_on_different_data():
+    """A continued run scored on other corpora: its dev BLEU is another line, named with its data, not a drop of the
+    first one."""
+    history = [
+        {"step": 0, "dev_metric": 40.0, "data": "tatoeba-eng-fra"},
+        {"step": 100, "dev_metric": 45.0, "train_loss": 1.6, "data": "tatoeba-eng-fra"},
+        {"step": 100, "dev_metric": 17.8, "data": "tatoeba + multi30k"},
+        {"step": 200, "dev_metric": 30.0, "train_loss": 2.1, "data": "tatoeba + multi30k"},
+    ]
+    lines = {t.name: t for t in viz.loss_curve(history, metric_name="BLEU").data}
+    assert list(lines) == ["dev BLEU (tatoeba-eng-fra)", "dev BLEU (tatoeba + multi30k)",
+                           "train loss (tatoeba-eng-fra)", "train loss (tatoeba + multi30k)"]
+    np.testing.assert_array_equal(lines["dev BLEU (tatoeba-eng-fra)"].y, [40.0, 45.0])
+    np.testing.assert_array_equal(lines["dev BLEU (tatoeba + multi30k)"].x, [100, 200])
+    assert lines["dev BLEU (tatoeba-eng-fra)"].line.dash != lines["dev BLEU (tatoeba + multi30k)"].line.dash
+    one = viz.loss_curve([{**entry, "data": "tatoeba"} for entry in history], metric_name="BLEU")
+    assert [t.name for t in one.data] == ["dev BLEU", "train loss"]  # one data: nothing to tell apart
+
+
 def test_loss_curve_escapes_the_names_of_its_series():
     fig = viz.loss_curve([{"step": 0, "<b>x</b>": 1.0}], metric_name="<i>m</i>")
     assert fig.data[0].name == "&lt;b&gt;x&lt;/b&gt;" and fig.layout.yaxis2.title.text == "&lt;i&gt;m&lt;/i&gt;"

@@ -101,7 +101,8 @@ class ModelCard:
     wall_time_s: float = 0.0  # how long training took
     machine: str = ""  # what it was trained on
     parameters: int = 0  # number of trainable parameters
-    history: list[dict] = field(default_factory=list)  # loss curve: {"step", "train_loss", "dev_loss", "dev_metric"}
+    # Loss curve: {"step", "train_loss", "dev_loss", "dev_metric", "data"}, "data" naming the corpora they measure.
+    history: list[dict] = field(default_factory=list)
     snapshots: list[dict] = field(default_factory=list)  # earlier states: {"name", "step", "fraction", "dev_metric"}
     training: dict = field(default_factory=dict)  # options needed to rebuild the data and its dev split
     decoding: dict = field(default_factory=dict)  # app default: {"beam_size", "length_penalty", "coverage_penalty"}
@@ -138,7 +139,11 @@ class ModelCard:
             check_text(example, f"{source}: an example", MAX_EXAMPLE_CHARS)
         for index, entry in enumerate(check_list(values.get("history", []), f"{source}: field 'history'", MAX_HISTORY)):
             for key, value in check_dict(entry, f"{source}: history[{index}]", MAX_HISTORY_KEYS).items():
-                check_number(value, f"{source}: history[{index}][{key!r}]")
+                at = f"{source}: history[{index}][{key!r}]"
+                if key == "data":  # what the entry's numbers were measured on, in words
+                    check_text(value, at, MAX_NAME_CHARS)
+                else:
+                    check_number(value, at)
         snapshots = check_list(values.get("snapshots", []), f"{source}: field 'snapshots'", MAX_SNAPSHOTS)
         for index, snapshot in enumerate(snapshots):
             _check_snapshot_entry(snapshot, f"{source}: snapshots[{index}]")

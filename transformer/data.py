@@ -127,12 +127,12 @@ class CorpusSpec:
         return iter_parallel(self.source, self.target)
 
 
-def corpus_specs(training: dict, data: str | Sequence[str] | None = None
+def corpus_specs(training: dict, data: str | Sequence[str] | None = None, dev_data: Sequence[str] | None = None
                  ) -> tuple[list[CorpusSpec], dict[str, CorpusSpec]]:
-    """(training corpora, dev sets by corpus name) as a card's `training` records them, or as `data` names them
-    instead (corpora moved elsewhere); a card written before runs took several corpora holds one path (and perhaps
-    `data_target`)."""
-    dev_sets = [CorpusSpec.parse(text) for text in training.get("dev_data") or []]
+    """(training corpora, dev sets by corpus name) as a card's `training` records them, or as `data` and `dev_data`
+    name them instead (corpora moved elsewhere, or another model's corpora, to score two models on the same inputs);
+    a card written before runs took several corpora holds one path (and perhaps `data_target`)."""
+    dev_sets = [CorpusSpec.parse(text) for text in (training.get("dev_data") or [] if dev_data is None else dev_data)]
     if data is not None:
         return [CorpusSpec.parse(text) for text in ([data] if isinstance(data, str) else data)], \
             {spec.name: spec for spec in dev_sets}
@@ -142,10 +142,12 @@ def corpus_specs(training: dict, data: str | Sequence[str] | None = None
     return [CorpusSpec.parse(text) for text in data], {spec.name: spec for spec in dev_sets}
 
 
-def dev_pairs(training: dict, data: str | Sequence[str] | None = None) -> Iterator[tuple[str, tuple[str, str]]]:
-    """(corpus name, pair) for the dev split a card's training used (as corpus_splits made it), streamed from the
-    corpus files: memory does not grow with the corpus."""
-    corpora, dev_sets = corpus_specs(training, data)
+def dev_pairs(training: dict, data: str | Sequence[str] | None = None, dev_data: Sequence[str] | None = None
+              ) -> Iterator[tuple[str, tuple[str, str]]]:
+    """(corpus name, pair) for the dev split a card's training used (as corpus_splits made it), or that of the
+    corpora `data` and `dev_data` name (see corpus_specs), streamed from the corpus files: memory does not grow with
+    the corpus."""
+    corpora, dev_sets = corpus_specs(training, data, dev_data)
     for spec in corpora:
         if spec.name in dev_sets:
             pairs = dev_sets[spec.name].pairs()
@@ -156,25 +158,58 @@ def dev_pairs(training: dict, data: str | Sequence[str] | None = None) -> Iterat
 
 def corpus_splits(
     corpora: Sequence[CorpusSpec], dev_sets: dict[str, CorpusSpec], dev_fraction: float, seed: int
-) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
-    """(training pairs of all corpora, dev pairs by corpus name). A corpus with a dev set of its own trains on all of
+) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[tuple[str, str]]]]:
+    """(training pairs by corpus name, dev pairs by corpus name). A corpus with a dev set of its own trains on all of
     its pairs; the others give `dev_fraction` of theirs (split_dev). No training pair has the source sentence of a
     dev pair of any corpus, so no corpus's score counts a sentence another corpus taught."""
     unknown = set(dev_sets) - {spec.name for spec in corpora}
     if unknown:
         raise ValueError(f"dev sets for corpora not trained on: {', '.join(sorted(unknown))}")
-    train: list[tuple[str, str]] = []
+    train: dict[str, list[tuple[str, str]]] = {}
     dev: dict[str, list[tuple[str, str]]] = {}
     for spec in corpora:
         pairs = list(spec.pairs())
         if spec.name in dev_sets:
-            train += pairs
+            train[spec.name] = pairs
             dev[spec.name] = list(dev_sets[spec.name].pairs())
         else:
-            corpus_train, dev[spec.name] = split_dev(pairs, dev_fraction, seed)
-            train += corpus_train
+            train[spec.name], dev[spec.name] = split_dev(pairs, dev_fraction, seed)
     dev_sources = {source for pairs in dev.values() for source, _ in pairs}
-    return [pair for pair in train if pair[0] not in dev_sources], dev
+    return {name: [pair for pair in pairs if pair[0] not in dev_sources] for name, pairs in train.items()}, dev
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """How many times a kind of training pair comes in each epoch, as a command line names it: `multi30k=3` (every
+    pair of the corpus multi30k) or `10+words=3` (every pair whose source has at least 10 words). Weighs the corpora
+    without dropping any pair: the register a model is short of gets more of the steps."""
+
+    selector: str
+    times: int
+
+    @classmethod
+    def parse(cls, text: str) -> Repeat:
+        selector, _, times = text.rpartition("=")
+        if not selector or not times.isdigit() or int(times) < 1:
+            raise ValueError(f"a repeat is NAME=TIMES or WORDS+words=TIMES, TIMES a whole number from 1, got {text!r}")
+        if selector.endswith("+words") and not selector.removesuffix("+words").isdigit():
+            raise ValueError(f"a length repeat is WORDS+words=TIMES, WORDS a whole number, got {text!r}")
+        return cls(selector, int(times))
+
+    def __str__(self) -> str:
+        return f"{self.selector}={self.times}"
+
+    def applies(self, corpus: str, source: str) -> bool:
+        if self.selector.endswith("+words"):
+            return len(source.split()) >= int(self.selector.removesuffix("+words"))
+        return corpus == self.selector
+
+
+def repeated(train: dict[str, list[tuple[str, str]]], repeats: Sequence[Repeat]) -> list[int]:
+    """For each training pair, in the order of `train`'s corpora, how many times an epoch holds it: the largest
+    repeat that applies to it (repeats do not multiply), 1 where none does."""
+    return [max([r.times for r in repeats if r.applies(corpus, source)], default=1)
+            for corpus, pairs in train.items() for source, _ in pairs]
 
 
 def in_dev(source: str, dev_fraction: float, seed: int) -> bool:

@@ -93,14 +93,14 @@ def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tup
     return [(fmt, *date_example(rng, fmt)) for fmt in DATE_FORMATS for _ in range(per_case)]
 
 
-def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | Sequence[str] | None = None
-                     ) -> list[tuple[str, str, str]]:
+def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | Sequence[str] | None = None,
+                     dev_data: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
     """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits, cased by corpus and
     source length ("multi30k, 11-15 words")."""
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
     return [(f"{corpus}, {length_bucket(source)}", source, target)
-            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data)]
+            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data, dev_data)]
 
 
 def case_groups(case: str) -> list[str]:
@@ -178,7 +178,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("checkpoint", help="checkpoint folder, e.g. checkpoints/reverse")
     parser.add_argument("--per-case", type=int, default=200, help="synthetic inputs per length or per date format")
     parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
-                        help="translate: the corpora, if not where the card says")
+                        help="translate: the corpora, if not where the card says, or others (scored on their dev "
+                             "splits, made as training makes them)")
+    parser.add_argument("--dev-data", nargs="+", metavar="NAME=PATH[,TARGET]",
+                        help="translate: the dev set of the --data corpus called NAME, if not the card's (as "
+                             "training takes it: another checkpoint's corpora score this one on the same inputs)")
     parser.add_argument("--beam-size", type=int, default=1)
     parser.add_argument("--length-penalty", type=float, default=0.6, help="beam search: GNMT length penalty alpha")
     parser.add_argument("--coverage-penalty", type=float, default=0.0, help="beam search: GNMT coverage penalty beta")
@@ -197,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"repeat accuracy {verdict} the floor of {FLOORS[checkpoint.card.task]}")
         return
     start = time.perf_counter()
-    cases = evaluation_cases(checkpoint, args.per_case, args.data)
+    cases = evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data)
     if args.joined:
         cases += joined_cases(cases)
     result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty, args.coverage_penalty)

@@ -50,7 +50,17 @@ from .checkpoint import (
     writer_lock,
 )
 from .config import TransformerConfig
-from .data import CorpusSpec, collate, corpus_splits, source_ids, target_ids, token_batches
+from .data import (
+    CorpusSpec,
+    Repeat,
+    collate,
+    corpus_specs,
+    corpus_splits,
+    repeated,
+    source_ids,
+    target_ids,
+    token_batches,
+)
 from .evaluate import METRICS, score, translate_texts
 from .induction import in_context, probe
 from .model import Transformer
@@ -107,6 +117,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     data.add_argument("--dev-data", nargs="+", type=CorpusSpec.parse, default=[], metavar="NAME=PATH[,TARGET]",
                       help="translate: the dev set of the --data corpus called NAME (e.g. Multi30k's val), which "
                            "then trains on all of its pairs; other corpora give --dev-fraction of theirs")
+    data.add_argument("--repeat", nargs="+", type=Repeat.parse, default=[], metavar="NAME=TIMES",
+                      help="pairs an epoch holds TIMES times: those of the corpus NAME, or with NAME WORDS+words "
+                           "those whose source has at least WORDS words (e.g. multi30k=3 10+words=3; the largest "
+                           "that applies counts)")
     data.add_argument("--data-credit", default="", help="source and licence of the corpus, for the model card")
     data.add_argument("--dev-fraction", type=float, default=0.05, help="translate: share of pairs held out as dev")
     data.add_argument("--split-seed", type=int, default=0, help="translate: seed of the dev split")
@@ -253,13 +267,20 @@ def learning_rate(step: int, peak: float, warmup: int, total: int = 0, cooldown:
     return rate
 
 
-def load_pairs(args: argparse.Namespace) -> tuple[list[tuple[str, str]], dict[str, list[tuple[str, str]]]]:
-    """(training pairs, dev pairs by corpus name: the task's name for a synthetic task)."""
+def load_pairs(args: argparse.Namespace
+               ) -> tuple[list[tuple[str, str]], list[int], dict[str, list[tuple[str, str]]]]:
+    """(training pairs, how many times an epoch holds each (--repeat), dev pairs by corpus name: the task's name for a
+    synthetic task)."""
     if args.task == "translate":
-        return corpus_splits(args.data, {spec.name: spec for spec in args.dev_data}, args.dev_fraction,
-                             args.split_seed)
-    dev = {args.task: generate(args.task, args.dev_size, args.seed + 1)}
-    return generate(args.task, args.train_size, args.seed), dev
+        train, dev = corpus_splits(args.data, {spec.name: spec for spec in args.dev_data}, args.dev_fraction,
+                                   args.split_seed)
+    else:
+        train = {args.task: generate(args.task, args.train_size, args.seed)}
+        dev = {args.task: generate(args.task, args.dev_size, args.seed + 1)}
+    unknown = {r.selector for r in args.repeat if not r.selector.endswith("+words")} - set(train)
+    if unknown:
+        raise ValueError(f"--repeat names corpora not trained on: {', '.join(sorted(unknown))}")
+    return [pair for pairs in train.values() for pair in pairs], repeated(train, args.repeat), dev
 
 
 def interleaved(dev: dict[str, list[tuple[str, str]]], count: int) -> list[tuple[str, str]]:
@@ -376,8 +397,17 @@ def continued_progress(card: ModelCard, init_from: Path, folder: Path) -> Progre
     for snapshot in card.snapshots:
         file = f"{snapshot['name']}.pt"
         shutil.copyfile(init_from / SNAPSHOT_DIR / file, folder / SNAPSHOT_DIR / file)
-    return Progress(step_offset=earlier_steps, history=list(card.history), snapshots=list(card.snapshots),
-                    elapsed_s=card.wall_time_s)
+    # A curve written before entries named their data was measured on the earlier run's corpora.
+    earlier_data = data_name([spec.name for spec in corpus_specs(card.training)[0]] if card.task == "translate"
+                             else [card.task])
+    return Progress(step_offset=earlier_steps, history=[{"data": earlier_data, **entry} for entry in card.history],
+                    snapshots=list(card.snapshots), elapsed_s=card.wall_time_s)
+
+
+def data_name(corpora: list[str]) -> str:
+    """What a history entry's numbers were measured on: the corpora (their dev splits, and for the train loss their
+    training pairs), or a synthetic task's name ("tatoeba + multi30k", "reverse")."""
+    return " + ".join(corpora)
 
 
 def encode_examples(args, pairs: list[tuple[str, str]], src_tok: Tokenizer, tgt_tok: Tokenizer) -> list:
@@ -412,7 +442,7 @@ def main(argv: list[str] | None = None) -> Transformer:
         initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
         config = continued_config(args, initial.config) if initial else None
         saved = read_resume(args)
-        train_pairs, dev_by_corpus = load_pairs(args)
+        train_pairs, copies, dev_by_corpus = load_pairs(args)
     except (CheckpointError, ValueError, OSError) as error:
         raise SystemExit(f"error: {error}") from None
     try:
@@ -423,8 +453,8 @@ def main(argv: list[str] | None = None) -> Transformer:
             src_tok, tgt_tok = build_tokenizers(args, folder, train_pairs, rank)
             config = config or model_config(args, src_tok.vocab_size, tgt_tok.vocab_size)
             args.max_len = config.max_len
-            trainer = Trainer(args, folder, config, world, rank, device, src_tok, tgt_tok, train_pairs, dev_by_corpus,
-                              initial, saved)
+            trainer = Trainer(args, folder, config, world, rank, device, src_tok, tgt_tok, train_pairs, copies,
+                              dev_by_corpus, initial, saved)
             trainer.run()
             if rank == 0:
                 trainer.finish()
@@ -483,8 +513,8 @@ class Trainer:
     save it."""
 
     def __init__(self, args, folder: Path, config: TransformerConfig, world: int, rank: int, device: torch.device,
-                 src_tok: Tokenizer, tgt_tok: Tokenizer, train_pairs, dev_by_corpus, initial: Checkpoint | None,
-                 saved: dict | None) -> None:
+                 src_tok: Tokenizer, tgt_tok: Tokenizer, train_pairs, copies: list[int], dev_by_corpus,
+                 initial: Checkpoint | None, saved: dict | None) -> None:
         self.args, self.folder, self.config = args, folder, config
         self.world, self.rank, self.device = world, rank, device
         self.src_tok, self.tgt_tok, self.initial = src_tok, tgt_tok, initial
@@ -493,7 +523,10 @@ class Trainer:
         extra = []
         for setting, join in JOINED_PAIRS.items():  # always in this order, so that a seed makes the same pairs again
             extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
-        self.train_examples = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
+        encoded = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
+        # An epoch holds a repeated pair as many times as --repeat says (the joined pairs once each).
+        self.train_examples = [example for example, times in zip_longest(encoded, copies, fillvalue=1)
+                               for _ in range(times)]
         self.dev_eval_pairs = interleaved(dev_by_corpus, args.dev_eval_size)
         self.dev_eval_examples = encode_examples(args, self.dev_eval_pairs, src_tok, tgt_tok)
         self.model = Transformer(config).to(device)
@@ -538,11 +571,13 @@ class Trainer:
         """A dev evaluation in the curve; the weights kept if best, a snapshot if chosen, and the state for
         --resume."""
         metrics, progress = self.evaluate(), self.progress
-        entry = {"step": progress.step_offset + progress.step, "dev_loss": round(metrics["dev_loss"], 4),
-                 "dev_metric": round(metrics["dev_metric"], 4), **in_context_entry(metrics)}
+        entry = {"step": progress.step_offset + progress.step, "data": data_name(list(self.dev_by_corpus)),
+                 "dev_loss": round(metrics["dev_loss"], 4), "dev_metric": round(metrics["dev_metric"], 4),
+                 **in_context_entry(metrics)}
         if train_loss is not None:
             entry["train_loss"] = round(train_loss, 4)
-        if not any(e["step"] == entry["step"] for e in progress.history):
+        # An --init-from run on other corpora scores the inherited weights on its own data: a second entry there.
+        if not any(e["step"] == entry["step"] and e.get("data") == entry["data"] for e in progress.history):
             progress.history.append(entry)
         if self.args.keep == "best" and metrics["dev_metric"] >= progress.best_metric:
             progress.best_metric = metrics["dev_metric"]
@@ -657,7 +692,7 @@ def write_card(args, folder: Path, world, device, progress: Progress, train_pair
     if device.type == "cuda":
         machine += f", {torch.cuda.get_device_name(device)}"
     command = f"{launcher} {shlex.join(args.argv)}"
-    training = {key: ([str(spec) for spec in value] if key in ("data", "dev_data") and value
+    training = {key: ([str(spec) for spec in value] if key in ("data", "dev_data", "repeat") and value
                       else str(value) if isinstance(value, Path) else value)
                 for key, value in vars(args).items() if key not in ("argv", "max_len_given", "replace")}
     inputs = [t if args.task in LANGUAGE_MODEL_TASKS else s for s, t in train_pairs]  # a language model's: its text

@@ -55,6 +55,9 @@ def snapshots_figure(snapshots: Sequence[tuple[str, ArrayLike]], q_tokens: Token
     return themed_figure(traces, layout, theme)
 
 
+_DASHES = ("solid", "dot", "dash", "dashdot")  # one per data a history was measured on
+
+
 def series_name(key: str, metric_name: str | None = None) -> str:
     """A history key as a legend reads it: "dev_metric" -> "dev BLEU" (with metric_name "BLEU"), "train_loss" ->
     "train loss"."""
@@ -63,24 +66,32 @@ def series_name(key: str, metric_name: str | None = None) -> str:
     return str(key).replace("_", " ")
 
 
-def loss_curve(history: Sequence[Mapping[str, float]], *, metric_name: str | None = None, title: str = "Training",
-               theme: Theme = Theme()) -> go.Figure:
+def loss_curve(history: Sequence[Mapping[str, float | str]], *, metric_name: str | None = None,
+               title: str = "Training", theme: Theme = Theme()) -> go.Figure:
     """Curves of a training history: a list of dicts such as {"step", "train_loss", "dev_loss", "dev_metric"}.
 
     Every numeric key but "step" becomes a line, drawn only at the entries that have it (dev values are usually
     logged less often than train values). Keys with "loss" in their name share the left axis, the others
-    (metrics) the right one. Without "step" the entry's index is the x axis. An empty history gives an empty
-    figure that says so.
+    (metrics) the right one. Without "step" the entry's index is the x axis. An entry's "data" names what its
+    numbers were measured on (a continued run that trains and scores on other corpora: "tatoeba + multi30k"); where
+    a history has more than one, each series is drawn once per data, named with it and dashed apart, so that numbers
+    of different inputs never join into one line. An empty history gives an empty figure that says so.
     """
     frame = pd.DataFrame(list(history))
     x = frame.pop("step") if "step" in frame.columns else pd.Series(range(len(frame)), name="entry")
+    data = frame.pop("data").fillna("").astype(str) if "data" in frame.columns else pd.Series([""] * len(frame))
+    datasets = list(dict.fromkeys(data))
     fig = subplots(1, 1, specs=[[{"secondary_y": True}]])
     for name in frame.columns:
         values = pd.to_numeric(frame[name], errors="coerce")
-        logged = values.notna()
-        if logged.any():
-            label = safe_label(series_name(name, metric_name))
+        for dash, dataset in zip(_DASHES * len(datasets), datasets):
+            logged = values.notna() & (data == dataset).to_numpy()
+            if not logged.any():
+                continue
+            named = series_name(name, metric_name) + (f" ({dataset or 'unnamed data'})" if len(datasets) > 1 else "")
+            label = safe_label(named)
             fig.add_trace(go.Scatter(x=x[logged], y=values[logged], mode="lines+markers", name=label,
+                                     line=dict(dash=dash),
                                      hovertemplate=f"{label}<br>{x.name} %{{x}}<br>%{{y:.4g}}<extra></extra>"),
                           secondary_y="loss" not in name)
     if not fig.data:
