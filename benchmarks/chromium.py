@@ -8,7 +8,7 @@ from pathlib import Path
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package: never `playwright install`
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-RUN_S = 60  # bound on one rerun of the app as the browser sees it
+RUN_S = 180  # bound on one rerun of the app as the browser sees it: generous, for a machine whose cores are busy
 
 
 def launch_chromium(playwright):

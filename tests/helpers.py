@@ -2,11 +2,13 @@
 module; conftest.py holds the fixtures and the tiny checkpoint's training recipe."""
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 from transformer import Transformer, TransformerConfig
@@ -41,6 +43,18 @@ def random_batch(config: TransformerConfig, lengths_src: list[int], lengths_tgt:
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"  # the corpora, beside the repository (never copied into it)
+
+
+def corpus_file(path: Path) -> Path:
+    """`path`, a corpus file of ../shared/data (beside the repository, never in it). A test that reads one is skipped
+    where it is absent, as in a user's fresh clone, and fails where CI is set: CI has the corpora, and a skip there
+    would hide a broken test."""
+    if not path.is_file():
+        message = f"needs the corpus {path.resolve()} (../shared/data beside the repository)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
 APP = str(ROOT / "app.py")
 
 LOADABLE = ("tiny-reverse", "tiny-twin")  # the first one (in name order) is the app's default

@@ -40,6 +40,10 @@ def contents(folder: Path) -> dict[str, str] | None:
 
 
 def _limited(call: Callable[[], object]) -> None:
+    # The signals these tests send act as they do by default, whatever the parent inherited: a shell starts a
+    # background job with SIGINT ignored, and Python then installs no KeyboardInterrupt handler for it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     torch.set_num_threads(1)  # a forked child cannot use the parent's OpenMP threads
     cap = _memory_status("VmSize") + ADDRESS_SPACE_CAP  # on top of what the parent has mapped
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
