@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ui import deck as deck_module
+from ui import presenter
 from ui.deck import MAX_DECK_BYTES, MAX_SLIDES, Deck, DeckError, Slide, deck_names, deck_toml, parse_deck, slide_state
 from ui.presenter import read_deck
 from ui.state import URL_STATE, parse_query, url_params
@@ -97,6 +99,46 @@ def test_a_hostile_deck_gets_a_clear_message():
         parse_deck(b"\xff\xfe", BY_KEY)
     with pytest.raises(DeckError, match="too deep|not a TOML file"):
         parse_deck(b"x = " + b"[" * 30_000 + b"]" * 30_000, BY_KEY)
+
+
+def test_a_deck_beyond_what_a_deck_needs_is_refused_before_tomllib_reads_it(monkeypatch):
+    """A 64 KB deck of one dotted key 32,000 parts deep took tomllib 26 s and 3.9 GB; an integer of 5,000 digits
+    raised a bare ValueError. Each is refused by a linear scan, and tomllib is never called."""
+    def unread(text):
+        raise AssertionError("tomllib read a deck that should have been refused first")
+
+    monkeypatch.setattr(deck_module.tomllib, "loads", unread)
+    link = '[[slides]]\ntitle = "s"\n[slides.link]\n'
+    for data, message in [
+        (b"a" + b".a" * 32_000 + b" = 1", "a dotted key of 32,001 parts, more than the 8 allowed"),
+        ((link + "view" + ".x" * 5_000 + ' = "masks"').encode(), "a dotted key of 5,001 parts"),
+        ((link + "layer = 1" + "0" * 5_000).encode(), "a number of 5,001 digits, more than the 40 allowed"),
+        ("".join(f"k{number} = 1\n" for number in range(5_000)).encode(), "sets 5,000 values, more than the 4,000"),
+    ]:
+        assert len(data) <= MAX_DECK_BYTES
+        with pytest.raises(DeckError, match=message):
+            parse_deck(data, BY_KEY, "hostile")
+
+
+def test_what_a_note_says_is_not_counted_as_keys_or_numbers():
+    note = "a.b.c.d.e.f.g.h.i.j = 1234567890123456789012345678901234567890123456789 # not a comment"
+    data = deck_of(f'note = "{note}"\nline = \'{note}\'\n[slides.link]\nview = "masks"',
+                   f'note = """\n{note}\n\\""" {note}"""\n# {note}\n[slides.link]\nlayer = 1')
+    deck = parse_deck(data, BY_KEY)
+    assert deck.slides[0].note == deck.slides[0].line == note
+    assert deck.slides[1].note == f'{note}\n""" {note}'
+
+
+def test_a_deck_is_parsed_once_per_content_for_every_session(decks, monkeypatch):
+    parses = []
+    monkeypatch.setattr(presenter, "parse_deck", lambda *args: parses.append(args) or parse_deck(*args))
+    presenter.parsed_deck.clear()
+    assert read_deck("good", decks) is read_deck("good", decks)  # one Deck, shared
+    (decks / "good.toml").write_bytes(b"x = " + b"1" * 100)
+    for _ in range(3):  # a refused file too: its message is kept, not parsed again each rerun
+        with pytest.raises(DeckError, match="a number of 100 digits"):
+            read_deck("good", decks)
+    assert len(parses) == 2
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import pytest
 
 import viz
 from helpers import run_together
+from ui import shared
 from ui.shared import Expiring, SharedResults, clear, fingerprint, once, size_of
 
 
@@ -93,6 +94,23 @@ def test_the_byte_bound_drops_the_least_recently_used():
     assert rebuilt == ["b"]
     big = cache.get("huge", lambda: np.zeros(10_000))  # larger than the bound: returned, not kept
     assert big.shape == (10_000,) and cache.bytes <= 3 * 8000
+
+
+def test_dropping_large_results_hands_their_pages_back(monkeypatch):
+    """glibc keeps freed memory in its arenas: without a trim the server's memory stayed up once a long input's
+    results were dropped."""
+    shared.return_freed_memory()  # the real call: glibc's malloc_trim, or nothing where there is none
+    trims = []
+    monkeypatch.setattr(shared, "return_freed_memory", lambda: trims.append(len(trims)))
+    cache = SharedResults(5 * shared.TRIM_BYTES // 2)
+    half = shared.TRIM_BYTES // 8 // 2  # float64 values in half the trim threshold
+    for name in "abcd":
+        cache.get(name, lambda: np.zeros(half))
+    assert not trims  # nothing dropped yet (2 x the threshold kept)
+    cache.get("e", lambda: np.zeros(4 * half))  # a's and b's and c's halves go: more than the threshold
+    assert trims == [0]
+    cache.get("f", lambda: np.zeros(10))
+    assert trims == [0]  # d's half of the threshold dropped: not worth a trim
 
 
 def test_results_nobody_asked_for_expire():

@@ -51,7 +51,7 @@ from .checkpoint import (
 )
 from .config import TransformerConfig
 from .converters import FAMILIES
-from .converters.family import Family, Tensors, seq2seq_layer_names
+from .converters.family import Family, Fields, Tensors, build_config, seq2seq_layer_names
 from .positional import sinusoidal_table
 from .safety import (
     MAX_CARD_BYTES,
@@ -59,6 +59,7 @@ from .safety import (
     MAX_TOKENIZER_BYTES,
     WEIGHTS_OVERHEAD_BYTES,
     check_torch_zip,
+    native_errors,
     open_regular,
     read_bytes,
     read_json,
@@ -90,49 +91,45 @@ def marian_config(hf: dict, source: Path) -> TransformerConfig:
     def refuse(why: str) -> CheckpointError:
         return CheckpointError(f"{source}: {why}; only Marian (opus-mt) models convert")
 
+    field = Fields(hf, source)
     if hf.get("model_type") != "marian":
         raise refuse(f"model_type is {hf.get('model_type')!r}, not 'marian'")
     if hf.get("architectures", ["MarianMTModel"]) != ["MarianMTModel"]:
         raise refuse(f"architectures is {hf.get('architectures')!r}, not ['MarianMTModel']")
     for name, what in UNSUPPORTED_SWITCHES.items():
-        if hf.get(name):
+        if field(name, False, bool):
             raise refuse(f"{name} is on ({what}), which Marian's layout and ours do not have")
-    if hf.get("static_position_embeddings") is False:
+    if not field("static_position_embeddings", True, bool):
         raise refuse("static_position_embeddings is off (learned positions)")
     for encoder_side, decoder_side in (("encoder_attention_heads", "decoder_attention_heads"),
                                        ("encoder_ffn_dim", "decoder_ffn_dim")):
         if hf.get(encoder_side) != hf.get(decoder_side):
             raise refuse(f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
                          f"({hf.get(decoder_side)}); our model has one value for both stacks")
-    activation = hf.get("activation_function", "gelu")
-    if activation not in ACTIVATIONS:
-        raise refuse(f"activation_function {activation!r} is not one of {sorted(ACTIVATIONS)}")
-    shared = hf.get("share_encoder_decoder_embeddings", True)
-    vocab_size = hf.get("vocab_size", 58101)
-    try:
-        return TransformerConfig(
-            src_vocab_size=vocab_size,
-            tgt_vocab_size=vocab_size if shared else hf.get("decoder_vocab_size") or vocab_size,
-            d_model=hf["d_model"],
-            num_heads=hf["encoder_attention_heads"],
-            num_encoder_layers=hf["encoder_layers"],
-            num_decoder_layers=hf["decoder_layers"],
-            d_ff=hf["encoder_ffn_dim"],
-            dropout=float(hf.get("dropout", 0.1)),
-            max_len=hf.get("max_position_embeddings", 1024),
-            activation=ACTIVATIONS[activation],
-            pad_id=hf["pad_token_id"],
-            bos_id=hf.get("decoder_start_token_id", hf["pad_token_id"]),  # Marian starts decoding with its pad id
-            eos_id=hf["eos_token_id"],
-            tie_output_embedding=bool(hf.get("tie_word_embeddings", True)),
-            share_embeddings=bool(shared),
-            scale_embedding=bool(hf.get("scale_embedding", False)),
-            positional_layout="halves",
-        )
-    except KeyError as error:
-        raise CheckpointError(f"{source}: no {error.args[0]!r} field") from None
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{source}: {error}") from None
+    activation = field.activation("activation_function", "marian", ACTIVATIONS)
+    shared = field("share_encoder_decoder_embeddings", True, bool)
+    vocab_size = field("vocab_size", 58101)
+    pad_id = field.required("pad_token_id")
+    return build_config(
+        source,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size if shared else field("decoder_vocab_size", 0) or vocab_size,
+        d_model=field.required("d_model"),
+        num_heads=field.required("encoder_attention_heads"),
+        num_encoder_layers=field.required("encoder_layers"),
+        num_decoder_layers=field.required("decoder_layers"),
+        d_ff=field.required("encoder_ffn_dim"),
+        dropout=field("dropout", 0.1, float),
+        max_len=field("max_position_embeddings", 1024),
+        activation=activation,
+        pad_id=pad_id,
+        bos_id=field("decoder_start_token_id", pad_id),  # Marian starts decoding with its pad id
+        eos_id=field.required("eos_token_id"),
+        tie_output_embedding=field("tie_word_embeddings", True, bool),
+        share_embeddings=shared,
+        scale_embedding=field("scale_embedding", False, bool),
+        positional_layout="halves",
+    )
 
 
 def read_marian_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Path]:
@@ -154,10 +151,8 @@ def read_marian_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tupl
     except ImportError:
         raise CheckpointError(f"{path}: reading it needs the safetensors package (pip install safetensors)") from None
     data = read_bytes(path, folder, max_bytes)
-    try:
+    with native_errors(path, "not a readable safetensors file"):  # truncated or foreign: the library's own errors
         return load(data), path
-    except Exception as error:  # safetensors reports a truncated or foreign file with its own exception types
-        raise CheckpointError(f"{path}: not a readable safetensors file ({type(error).__name__}: {error})") from None
 
 
 def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> dict[str, torch.Tensor]:
@@ -239,7 +234,7 @@ def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", lo
     """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`: everything is read and
     checked first, then written beside `out` and renamed into place (an existing checkpoint only with `replace`)."""
     src, out = Path(src), Path(out)
-    check_replaceable(out, replace)
+    check_replaceable(out, replace, src)
     if not src.is_dir():
         raise CheckpointError(f"{src}: no such folder")
     log(f"reading {src / 'config.json'}")
@@ -301,7 +296,7 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
                    replace: bool = False) -> None:
     """As convert_marian, for a GPT-2, BERT or BART folder (`family` from transformer/converters/)."""
     src, out = Path(src), Path(out)
-    check_replaceable(out, replace)
+    check_replaceable(out, replace, src)
     if not src.is_dir():
         raise CheckpointError(f"{src}: no such folder")
     log(f"reading {src / 'config.json'}")
@@ -317,7 +312,7 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
     try:
         tokenizer = JsonTokenizer(src / JSON_TOKENIZER_FILE, files[JSON_TOKENIZER_FILE])
     except ValueError as error:
-        raise CheckpointError(str(error)) from None
+        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {error}") from None
     config = family.config(hf, tokenizer, src / "config.json")
     if tokenizer.vocab_size > config.tgt_vocab_size:
         raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, more than config.json's "
@@ -379,7 +374,13 @@ def download(name: str) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise SystemExit("--from-hub needs huggingface_hub: pip install huggingface_hub") from None
-    return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    try:
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except Exception as error:  # offline, an unknown name, a refusal: the hub library's own exception types
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{name}: could not be downloaded from the Hugging Face hub ({type(error).__name__}"
+                              f"{': ' + reason if reason else ''}). Without a network, copy the model's folder "
+                              "here and convert it as SRC_FOLDER") from None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -398,7 +399,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error("give SRC_FOLDER OUT_FOLDER, or --from-hub NAME OUT_FOLDER")
     command = shlex.join(["python", "-m", "transformer.convert", *argv])
     try:
-        check_replaceable(Path(args.folders[-1]), args.replace)  # before a download
+        # The output is checked before anything is downloaded.
+        check_replaceable(Path(args.folders[-1]), args.replace, None if args.from_hub else Path(args.folders[0]))
         if args.from_hub:
             print(f"downloading {args.from_hub}")
             src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"

@@ -10,14 +10,19 @@ every failure is a `CheckpointError` naming the file and the field.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import pickletools
 import stat
 import zipfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
+
+T = TypeVar("T")
 
 # What one model may be. The largest real models we expect (Marian opus-mt, converted) have ~80M parameters and
 # 6 + 6 layers of width 512; the caps leave room for "big" variants without letting a config ask for gigabytes.
@@ -59,6 +64,32 @@ MAX_SNAPSHOTS = 64
 
 class CheckpointError(Exception):
     """A checkpoint folder or one of its files is missing, broken or unsafe; the message names the file."""
+
+
+PASSED_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)  # never a file's fault
+
+
+@contextmanager
+def native_errors(path: Path, message: str) -> Iterator[None]:
+    """A failure inside a native library's call (tokenizers, sentencepiece, safetensors) as the CheckpointError
+    "PATH: MESSAGE (the error)": the library's own exception types, and the BaseException a Rust panic
+    raises (pyo3's PanicException), which `except Exception` misses and which would end the session's thread
+    mid-page. Interrupts, exits and running out of memory pass as they are."""
+    try:
+        yield
+    except PASSED_THROUGH:
+        raise
+    except BaseException as error:
+        raise CheckpointError(f"{path}: {message} ({type(error).__name__}: {str(error)[:200]})") from None
+
+
+def native(method: Callable[..., T]) -> Callable[..., T]:
+    """A tokenizer's `method` under native_errors (the tokenizer's `path` named)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with native_errors(self.path, f"the tokenizer's {method.__name__} failed"):
+            return method(self, *args, **kwargs)
+    return call
 
 
 def open_regular(path: Path, folder: Path, max_bytes: int) -> BinaryIO:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from .safety import PASSED_THROUGH, native
+
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed ids in every model we train
 MODEL_TYPES = ("bpe", "unigram", "char")
 
@@ -87,18 +89,22 @@ class Tokenizer:
     def unk_id(self) -> int:
         return self._sp.unk_id()
 
+    @native
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without BOS/EOS; unknown characters become UNK_ID."""
         return self._sp.encode(text)
 
+    @native
     def encode_pieces(self, text: str) -> list[str]:
         """The pieces `encode` would produce (unknown characters show as themselves, not <unk>)."""
         return self._sp.encode_as_pieces(text)
 
+    @native
     def decode(self, ids: Sequence[int]) -> str:
         """Text of `ids`; pad, bos and eos ids are dropped."""
         return self._sp.decode([int(i) for i in ids])
 
+    @native
     def id_to_piece(self, i: int) -> str:
         """The piece of one id: "<pad>", "<unk>", "<s>", "</s>" for the four special ids."""
         return self._sp.id_to_piece(int(i))
@@ -147,6 +153,7 @@ class VocabTokenizer(Tokenizer):
     def unk_id(self) -> int:
         return self._ids["<unk>"]
 
+    @native
     def encode_pieces(self, text: str) -> list[str]:
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")  # lone surrogates -> U+FFFD
         code = []
@@ -157,6 +164,7 @@ class VocabTokenizer(Tokenizer):
     def encode(self, text: str) -> list[int]:
         return [self._ids.get(piece, self.unk_id) for piece in self.encode_pieces(text)]
 
+    @native
     def decode(self, ids: Sequence[int]) -> str:
         pieces = [self.id_to_piece(i) for i in ids if int(i) not in self._special]
         return self._sp.decode_pieces(pieces).replace("\u2581", " ").strip()
@@ -166,6 +174,25 @@ class VocabTokenizer(Tokenizer):
 
     def __repr__(self) -> str:
         return f"VocabTokenizer({str(self.path)!r}, {str(self.vocab_path)!r}, vocab_size={self.vocab_size})"
+
+
+def special_tokens(processor: dict) -> list[tuple[str, int | None]]:
+    """(token, id) of every special token a tokenizer.json's post-processor adds: a template's (None as the id of one
+    it names but does not define, which the library panics on), BERT's and RoBERTa's cls and sep, a sequence's
+    processors' in turn."""
+    kind = processor.get("type")
+    if kind == "Sequence":
+        return [pair for inner in processor.get("processors", []) for pair in special_tokens(inner)]
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        return [(str(processor[side][0]), processor[side][1]) for side in ("cls", "sep")]
+    if kind != "TemplateProcessing":
+        return []
+    defined = processor.get("special_tokens", {})
+    pairs = [(token, token_id) for entry in defined.values()
+             for token, token_id in zip(entry.get("tokens", []), entry.get("ids", []), strict=False)]
+    named = {piece["SpecialToken"]["id"] for template in ("single", "pair") for piece in processor.get(template, [])
+             if "SpecialToken" in piece}
+    return pairs + [(name, None) for name in sorted(named - set(defined))]
 
 
 class JsonTokenizer:
@@ -179,10 +206,25 @@ class JsonTokenizer:
         from tokenizers import decoders
 
         self.path = Path(path)
-        try:
+        try:  # a malformed file: the library's own exception type, or a panic (a BaseException)
             self._backend = Backend.from_str(content.decode("utf-8"))
-        except Exception as error:  # tokenizers reports a malformed file with its own exception type
-            raise ValueError(f"could not load tokenizer {self.path}: {error}") from None
+            processor = self._backend.post_processor
+            specials = special_tokens(json.loads(processor.__getstate__())) if processor is not None else []
+        except PASSED_THROUGH:
+            raise
+        except BaseException as error:
+            raise ValueError(f"not a tokenizer the tokenizers library reads ({error})") from None
+        size = self.vocab_size
+        for token, token_id in specials:  # what the post-processor adds must be tokens of this vocabulary
+            found = self._backend.token_to_id(token)
+            if token_id is None:
+                raise ValueError(f"the post-processor's template adds {token!r} but does not define it")
+            if not isinstance(token_id, int) or not 0 <= token_id < size:
+                raise ValueError(f"the post-processor adds {token!r} as id {token_id!r:.20}, outside the "
+                                 f"vocabulary's {size:,} tokens")
+            if found != token_id:
+                raise ValueError(f"the post-processor adds {token!r} as id {token_id}, which is " + (
+                    "not in the vocabulary" if found is None else f"id {found} in the vocabulary"))
         self._byte_level = isinstance(self._backend.decoder, decoders.ByteLevel)
         self._added = set(self._backend.get_added_tokens_decoder())  # special tokens: shown as they are
 
@@ -195,18 +237,23 @@ class JsonTokenizer:
         unknown = getattr(self._backend.model, "unk_token", None)
         return None if unknown is None else self._backend.token_to_id(unknown)
 
+    @native
     def encode(self, text: str) -> list[int]:
         return self._backend.encode(text, add_special_tokens=False).ids
 
+    @native
     def encode_with_specials(self, text: str) -> list[int]:
         return self._backend.encode(text).ids
 
+    @native
     def encode_pieces(self, text: str) -> list[str]:
         return self._backend.encode(text, add_special_tokens=False).tokens
 
+    @native
     def decode(self, ids: Sequence[int]) -> str:
         return self._backend.decode([int(i) for i in ids], skip_special_tokens=True)
 
+    @native
     def id_to_piece(self, i: int) -> str:
         """The token as text: a byte-level BPE token's bytes decoded (GPT-2's "Ġis" is "▁is", a leading space shown
         as sentencepiece shows it; a part of a character is "�"); other tokens ([CLS], "##ing") as they are. Only
@@ -217,6 +264,7 @@ class JsonTokenizer:
             return text if text.isprintable() else token  # a newline or tab stays "Ċ", "ĉ": a label on one line
         return token
 
+    @native
     def token_id(self, piece: str) -> int | None:
         return self._backend.token_to_id(piece)
 

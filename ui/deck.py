@@ -33,6 +33,13 @@ MAX_SLIDES = 100  # an afternoon's lecture at most
 MAX_TITLE_CHARS = 120  # one line on a projector
 MAX_NOTE_CHARS = 2000  # a few paragraphs for the speaker
 MAX_LINE_CHARS = 200  # one large line
+MAX_DECK_KEYS = 4000  # `name = value` lines and inline fields: 100 slides of 40 link parameters
+MAX_KEY_DEPTH = 8  # parts of one dotted key (`slides.link` has two): tomllib's cost grows fast with the depth
+MAX_NUMBER_DIGITS = 40  # of a number's digits in a row (an integer of thousands of digits costs seconds to read)
+# A TOML file's strings and comments, to look at the rest: its keys and values.
+TOML_STRINGS = re.compile(r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*',
+                          re.DOTALL)
+TOML_SEPARATORS = re.compile(r"[=\n,\[\]{}]")  # between two keys or values
 DECK_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")  # a file name that needs no escaping in a link
 DECK_ONLY = ("deck", "slide", "lecture")  # set by opening a deck, never by one of its slides
 
@@ -113,16 +120,38 @@ def parse_slide(table: object, views: Collection[str], where: str) -> Slide:
                  state)
 
 
+def check_bounds(text: str, name: str) -> None:
+    """DeckError unless the TOML `text` stays within what a deck needs, checked in linear time before tomllib reads
+    it: at most MAX_DECK_KEYS keys, MAX_KEY_DEPTH parts to a dotted key and MAX_NUMBER_DIGITS digits in a row
+    (outside strings and comments, where a note may say anything)."""
+    bare = TOML_STRINGS.sub(" ", text)
+    keys = bare.count("=")
+    if keys > MAX_DECK_KEYS:
+        raise DeckError(f"The deck `{name}` sets {keys:,} values, more than the {MAX_DECK_KEYS:,} allowed.")
+    depth = max(part.count(".") for part in TOML_SEPARATORS.split(bare)) + 1
+    if depth > MAX_KEY_DEPTH:
+        raise DeckError(f"The deck `{name}` has a dotted key of {depth:,} parts, more than the {MAX_KEY_DEPTH} "
+                        "allowed.")
+    digits = max((len(run) for run in re.findall(r"[0-9_]+", bare)), default=0)
+    if digits > MAX_NUMBER_DIGITS:
+        raise DeckError(f"The deck `{name}` has a number of {digits:,} digits, more than the {MAX_NUMBER_DIGITS} "
+                        "allowed.")
+
+
 def parse_deck(data: bytes, views: Collection[str], name: str = "deck") -> Deck:
     """A deck from the bytes of its file, or a DeckError naming the first thing wrong with it."""
     if len(data) > MAX_DECK_BYTES:
         raise DeckError(f"The deck `{name}` is {len(data):,} bytes, more than the {MAX_DECK_BYTES:,} allowed.")
     try:
-        table = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        check_bounds(text, name)
+        table = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise DeckError(f"The deck `{name}` is not a TOML file: {error}") from None
     except RecursionError:
         raise DeckError(f"The deck `{name}` nests its values too deep.") from None
+    except ValueError as error:  # what tomllib lets through from int() (a number past Python's digit limit)
+        raise DeckError(f"The deck `{name}` holds a value that cannot be read: {error}") from None
     slides = table.get("slides")
     if not isinstance(slides, list) or not slides:
         raise DeckError(f"The deck `{name}` has no slides (write each one under `[[slides]]`).")

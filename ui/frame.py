@@ -84,10 +84,11 @@ def draw_frame() -> None:
                     presenter.deck_tools(view.label)
     except passes.Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
         pass
+    except passes.CheckpointError as error:  # a file that failed in use (a tokenizer's panic): its message, not a hang
+        st.error(str(error))
     finally:
-        for message in st.session_state.url_notices:
+        for message in st.session_state.url_notices:  # until the user acts (state.restore)
             notices.warning(message, icon="🔗")
-        st.session_state.url_notices = []
         state.sync()
     if deck is not None:  # the deck's other slides drawn in the background, once this page is
         warm.deck(st.session_state.deck, deck, st.session_state.slide)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from . import passes
 from .deck import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
+from .shared import KEPT_FOR_S, expiring
 from .state import notice, parse_query, settle, shown, url_params
 from .views import BY_KEY
 
@@ -36,7 +37,21 @@ def read_deck(name: str, root: Path | None = None) -> Deck:
         data = passes.read_under_policy(path, root, MAX_DECK_BYTES)
     except passes.CheckpointError as error:  # named by its file name: the server's folders are not the room's business
         raise DeckError(f"The deck `{name}` cannot be read: {str(error).replace(str(path), path.name)}") from None
-    return parse_deck(data, BY_KEY, name)
+    deck = parsed_deck(data, name)
+    if isinstance(deck, str):
+        raise DeckError(deck)
+    return deck
+
+
+@expiring(KEPT_FOR_S, max_entries=64)
+def parsed_deck(data: bytes, name: str) -> Deck | str:
+    """parse_deck for this app's views, once per file content: every session that shows the deck, on every rerun,
+    shares one parse (a Deck is read-only by contract), and two that ask at once wait for the same one. A refused
+    file is kept as its message, refused again at no cost."""
+    try:
+        return parse_deck(data, BY_KEY, name)
+    except DeckError as error:
+        return str(error)
 
 
 def follow_deck() -> Deck | None:

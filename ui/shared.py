@@ -16,11 +16,13 @@ sessions that open a lecture's link together wait for one pass and one figure, n
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import datetime
 import functools
 import hashlib
 import inspect
+import sys
 import threading
 import time
 import weakref
@@ -196,6 +198,7 @@ class SharedResults:
                 if entry is not None:
                     return entry.value
                 self.misses += 1
+            freed = 0
             try:
                 value = build()
                 size = size_of(value)
@@ -203,10 +206,12 @@ class SharedResults:
                     if size <= self.max_bytes:
                         self._entries[key] = _Entry(value, size, self.clock(), {session} - {None})
                         self.bytes += size
-                        self._evict()
+                        freed = self._evict()
             finally:  # only once the result is stored (or the build failed): a later session finds one or the other
                 with self._lock:
                     self._building.pop(key, None)
+        if freed >= TRIM_BYTES:
+            return_freed_memory()
         return value
 
     def _closed_only_bytes(self) -> int:
@@ -224,17 +229,20 @@ class SharedResults:
             closed += 0 if entry.sessions else entry.size
         return closed
 
-    def _evict(self) -> None:
-        """Drop the least recently used results while over a bound, and every result idle for kept_for_s."""
-        now, closed = self.clock(), self._closed_only_bytes()
+    def _evict(self) -> int:
+        """Drop the least recently used results while over a bound, and every result idle for kept_for_s; the bytes
+        dropped."""
+        now, closed, dropped = self.clock(), self._closed_only_bytes(), 0
         for key, entry in list(self._entries.items()):  # least recently used first
             over = self.bytes > self.max_bytes or (closed > self.closed_bytes and not entry.sessions)
             if over or now - entry.used > self.kept_for_s:
                 del self._entries[key]
                 self.bytes -= entry.size
+                dropped += entry.size
                 closed -= 0 if entry.sessions else entry.size
             elif self.bytes <= self.max_bytes and closed <= self.closed_bytes:
                 break
+        return dropped
 
     def clear(self) -> None:
         with self._lock:
@@ -243,6 +251,25 @@ class SharedResults:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _libc():
+    try:
+        return ctypes.CDLL("libc.so.6") if sys.platform == "linux" else None
+    except OSError:  # not glibc (musl, say): nothing to call
+        return None
+
+
+_LIBC = _libc()
+TRIM_BYTES = 16 * 2**20  # dropped results this large are worth a trim (a few milliseconds)
+
+
+def return_freed_memory() -> None:
+    """Hand the pages that dropped results leave free back to the system. glibc keeps freed memory in its arenas
+    (every session's thread has one), so without this a server's resident memory stayed up after a long input's
+    session closed and its results were dropped."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 RESULTS = SharedResults(FIGURE_BYTES, CLOSED_FIGURE_BYTES)  # figures and tables

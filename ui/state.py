@@ -185,18 +185,24 @@ def url_params(state: Mapping[str, object]) -> dict[str, str]:
 
 
 def notice(message: str) -> None:
-    """Tell the user once, at the top of the page, that part of their link was not used."""
-    st.session_state.url_notices.append(message)
+    """Tell the user, at the top of the page, that part of their link (or slide) was not used. The notice stays
+    through the page's own reruns (the browser reporting its size) until the user changes the view (restore)."""
+    if message not in st.session_state.url_notices:
+        st.session_state.url_notices.append(message)
 
 
 def restore() -> None:
     """On a session's first run, copy the link's values into session state, and every default that does not
-    depend on the checkpoint. Whether a value fits the checkpoint is checked by settle() when its widget is drawn."""
+    depend on the checkpoint. Whether a value fits the checkpoint is checked by settle() when its widget is drawn.
+    On a later run, the notices are dropped once the view differs from the one they were shown with: the user
+    acted, and has seen them."""
     if "url_pending" not in st.session_state:
         values, notices = parse_query(st.query_params.to_dict())
         st.session_state.update(values)
         st.session_state.url_pending = set(values)
         st.session_state.url_notices = notices
+    elif url_params(st.session_state) != st.session_state.get("url_synced"):
+        st.session_state.url_notices = []
     for name, (_, default) in URL_STATE.items():
         if default is not None:
             st.session_state.setdefault(name, default)
@@ -235,4 +241,5 @@ def draw(widget: Callable, label: str, name: str, options, fallback: object = No
 
 
 def sync() -> None:
-    st.query_params.from_dict(url_params(st.session_state))
+    st.session_state.url_synced = url_params(st.session_state)
+    st.query_params.from_dict(st.session_state.url_synced)

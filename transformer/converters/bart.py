@@ -8,27 +8,28 @@ import torch
 
 from ..config import TransformerConfig
 from ..tokenizer import JsonTokenizer
-from .family import Family, Tensors, activation, build_config, refuse, seq2seq_layer_names
+from .family import Family, Fields, Tensors, build_config, refuse, seq2seq_layer_names
 
 BART_POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding's offset: its first two rows are never used
 
 
 def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfig:
+    field = Fields(hf, source)
     for encoder_side, decoder_side in (("encoder_attention_heads", "decoder_attention_heads"),
                                        ("encoder_ffn_dim", "decoder_ffn_dim")):
         if hf.get(encoder_side) != hf.get(decoder_side):
             raise refuse(source, "bart", f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
                          f"({hf.get(decoder_side)}); our model has one value for both stacks")
-    vocab, eos = hf.get("vocab_size", 50265), hf.get("eos_token_id", 2)
+    vocab, eos = field("vocab_size", 50265), field("eos_token_id", 2)
     return build_config(
-        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=hf.get("d_model", 1024),
-        num_heads=hf.get("encoder_attention_heads", 16), num_encoder_layers=hf.get("encoder_layers", 12),
-        num_decoder_layers=hf.get("decoder_layers", 12), d_ff=hf.get("encoder_ffn_dim", 4096),
-        dropout=float(hf.get("dropout", 0.1)), max_len=hf.get("max_position_embeddings", 1024),
-        positional="learned", activation=activation(hf, "activation_function", source, "bart"),
-        pad_id=hf.get("pad_token_id", 1), bos_id=hf.get("decoder_start_token_id", eos), eos_id=eos,
-        tie_output_embedding=bool(hf.get("tie_word_embeddings", True)), share_embeddings=True,
-        scale_embedding=bool(hf.get("scale_embedding", False)), position_offset=BART_POSITION_OFFSET,
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field("d_model", 1024),
+        num_heads=field("encoder_attention_heads", 16), num_encoder_layers=field("encoder_layers", 12),
+        num_decoder_layers=field("decoder_layers", 12), d_ff=field("encoder_ffn_dim", 4096),
+        dropout=field("dropout", 0.1, float), max_len=field("max_position_embeddings", 1024),
+        positional="learned", activation=field.activation("activation_function", "bart"),
+        pad_id=field("pad_token_id", 1), bos_id=field("decoder_start_token_id", eos), eos_id=eos,
+        tie_output_embedding=field("tie_word_embeddings", True, bool), share_embeddings=True,
+        scale_embedding=field("scale_embedding", False, bool), position_offset=BART_POSITION_OFFSET,
         embedding_norm=True)
 
 

@@ -8,28 +8,29 @@ import torch
 
 from ..config import TransformerConfig
 from ..tokenizer import JsonTokenizer
-from .family import Family, Tensors, activation, build_config, refuse
+from .family import Family, Fields, Tensors, build_config, refuse
 
 
 def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfig:
-    if hf.get("position_embedding_type", "absolute") != "absolute":
+    field = Fields(hf, source)
+    if field("position_embedding_type", "absolute", str) != "absolute":
         raise refuse(source, "bert", f"position_embedding_type is {hf.get('position_embedding_type')!r}")
-    if hf.get("is_decoder") or hf.get("add_cross_attention"):
+    if field("is_decoder", False, bool) or field("add_cross_attention", False, bool):
         raise refuse(source, "bert", "is_decoder or add_cross_attention is on")
     specials = {piece: tokenizer.token_id(piece) for piece in ("[CLS]", "[SEP]")}
     if None in specials.values():
         raise refuse(source, "bert", "the tokenizer has no [CLS] or [SEP] token")
-    vocab = hf.get("vocab_size", 30522)
+    vocab = field("vocab_size", 30522)
     return build_config(
-        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=hf.get("hidden_size", 768),
-        num_heads=hf.get("num_attention_heads", 12), num_encoder_layers=hf.get("num_hidden_layers", 12),
-        num_decoder_layers=0, d_ff=hf.get("intermediate_size", 3072),
-        dropout=float(hf.get("hidden_dropout_prob", 0.1)), max_len=hf.get("max_position_embeddings", 512),
-        positional="learned", activation=activation(hf, "hidden_act", source, "bert"),
-        pad_id=hf.get("pad_token_id", 0), bos_id=specials["[CLS]"], eos_id=specials["[SEP]"],
-        tie_output_embedding=bool(hf.get("tie_word_embeddings", True)),
-        layer_norm_eps=float(hf.get("layer_norm_eps", 1e-12)), scale_embedding=False, stacks="encoder-only",
-        type_vocab_size=hf.get("type_vocab_size", 2), embedding_norm=True)
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field("hidden_size", 768),
+        num_heads=field("num_attention_heads", 12), num_encoder_layers=field("num_hidden_layers", 12),
+        num_decoder_layers=0, d_ff=field("intermediate_size", 3072),
+        dropout=field("hidden_dropout_prob", 0.1, float), max_len=field("max_position_embeddings", 512),
+        positional="learned", activation=field.activation("hidden_act", "bert"),
+        pad_id=field("pad_token_id", 0), bos_id=specials["[CLS]"], eos_id=specials["[SEP]"],
+        tie_output_embedding=field("tie_word_embeddings", True, bool),
+        layer_norm_eps=field("layer_norm_eps", 1e-12, float), scale_embedding=False, stacks="encoder-only",
+        type_vocab_size=field("type_vocab_size", 2), embedding_norm=True)
 
 
 def state(config: TransformerConfig, tensors: Tensors) -> dict[str, torch.Tensor]:

@@ -1,9 +1,11 @@
 """What a converted family provides, and the tensor bookkeeping every family's state mapping shares."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -13,6 +15,8 @@ from ..tokenizer import JsonTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new",
                "gelu_pytorch_tanh": "gelu_new"}  # transformers' ACT2FN name -> ours
+TYPE_NAMES = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,36 @@ def refuse(source: Path, family: str, why: str) -> CheckpointError:
     return CheckpointError(f"{source}: {why}; the {family} converter reads only this layout")
 
 
-def activation(hf: dict, key: str, source: Path, family: str) -> str:
-    name = hf.get(key, "gelu")
-    if name not in ACTIVATIONS:
-        raise refuse(source, family, f"{key} {name!r} is not one of {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
+class Fields:
+    """config.json's fields, each read with the type transformers gives it: `fields("n_embd", 768)` is the value, or
+    the default when the field is absent or null; a value of another type (`"resid_pdrop": [1]`) is a CheckpointError
+    naming the field, never a TypeError from deep inside the conversion. A float may be written as an integer."""
+
+    def __init__(self, hf: dict, source: Path) -> None:
+        self.hf, self.source = hf, source
+
+    def __call__(self, key: str, default: T, kind: type[T] = int) -> T:
+        value = self.hf.get(key)
+        if value is None:
+            return default
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)) or (
+                kind is float and not math.isfinite(value)):
+            raise CheckpointError(f"{self.source}: {key} is {str(value)[:40]!r}, not {TYPE_NAMES[kind]}")
+        return value
+
+    def required(self, key: str, kind: type[T] = int) -> T:
+        if self.hf.get(key) is None:
+            raise CheckpointError(f"{self.source}: no {key!r} field")
+        return self(key, kind(), kind)
+
+    def activation(self, key: str, family: str, names: dict[str, str] = ACTIVATIONS) -> str:
+        """Our name for the activation function that `key` names."""
+        name = self(key, "gelu", str)
+        if name not in names:
+            raise refuse(self.source, family, f"{key} {name!r} is not one of {sorted(names)}")
+        return names[name]
 
 
 def build_config(source: Path, **values) -> TransformerConfig:

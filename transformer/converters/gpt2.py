@@ -10,26 +10,26 @@ import torch
 
 from ..config import TransformerConfig
 from ..tokenizer import JsonTokenizer
-from .family import Family, Tensors, activation, build_config, refuse
+from .family import Family, Fields, Tensors, build_config, refuse
 
 
 def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfig:
+    field = Fields(hf, source)
     for switch, what in (("scale_attn_by_inverse_layer_idx", "attention scaled by 1 / layer"),
                          ("add_cross_attention", "cross-attention")):
-        if hf.get(switch):
+        if field(switch, False, bool):
             raise refuse(source, "gpt2", f"{switch} is on ({what})")
-    if hf.get("scale_attn_weights", True) is not True:
+    if not field("scale_attn_weights", True, bool):
         raise refuse(source, "gpt2", "scale_attn_weights is off (scores not divided by sqrt(d_head))")
-    d_model, eos = hf.get("n_embd", 768), hf.get("eos_token_id", 50256)
+    d_model, eos, vocab = field("n_embd", 768), field("eos_token_id", 50256), field("vocab_size", 50257)
     return build_config(
-        source, src_vocab_size=hf.get("vocab_size", 50257), tgt_vocab_size=hf.get("vocab_size", 50257),
-        d_model=d_model, num_heads=hf.get("n_head", 12), num_encoder_layers=0, num_decoder_layers=hf.get("n_layer", 12),
-        d_ff=hf.get("n_inner") or 4 * d_model, dropout=float(hf.get("resid_pdrop", 0.1)),
-        max_len=hf.get("n_positions", 1024), norm_first=True, positional="learned",
-        activation=activation(hf, "activation_function", source, "gpt2"),
-        pad_id=hf.get("pad_token_id") if hf.get("pad_token_id") is not None else eos,  # GPT-2 pads with its end
-        bos_id=hf.get("bos_token_id", eos), eos_id=eos, tie_output_embedding=bool(hf.get("tie_word_embeddings", True)),
-        layer_norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)), scale_embedding=False, stacks="decoder-only")
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=field("n_head", 12),
+        num_encoder_layers=0, num_decoder_layers=field("n_layer", 12), d_ff=field("n_inner", 0) or 4 * d_model,
+        dropout=field("resid_pdrop", 0.1, float), max_len=field("n_positions", 1024), norm_first=True,
+        positional="learned", activation=field.activation("activation_function", "gpt2"),
+        pad_id=field("pad_token_id", eos),  # GPT-2 pads with its end token
+        bos_id=field("bos_token_id", eos), eos_id=eos, tie_output_embedding=field("tie_word_embeddings", True, bool),
+        layer_norm_eps=field("layer_norm_epsilon", 1e-5, float), scale_embedding=False, stacks="decoder-only")
 
 
 def state(config: TransformerConfig, tensors: Tensors) -> dict[str, torch.Tensor]:
