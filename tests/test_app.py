@@ -173,11 +173,15 @@ def test_too_long_input_is_cut_with_a_warning(app):
     assert charts(at)
 
 
-def test_lecture_mode_draws_every_warning_in_one_box(app):
+def test_lecture_mode_folds_every_warning_into_one_line(app):
     text = "a" * 290 + "€"  # cut off, and a character the model does not know
     laptop = [w.value for w in ok(app(text=text)).warning if w.icon == "⚠️"]
-    lecture = [w.value for w in ok(app(text=text, lecture="1")).warning if w.icon == "⚠️"]
-    assert len(laptop) >= 2 and lecture == [" ".join(laptop)]
+    at = ok(app(text=text, lecture="1"))
+    folded = next(expander for expander in at.expander if expander.label.endswith("…"))
+    assert len(laptop) >= 2 and folded.label.startswith(f"{len(laptop)} warnings: {laptop[0][:40]}")
+    assert len(folded.label) <= 110 and not folded.proto.expanded  # one line, closed
+    assert [w.value for w in folded.warning] == [" ".join(laptop)]  # inside, on demand
+    assert not [w for w in at.warning if w.icon == "⚠️"]  # nothing else above the figure
 
 
 def test_html_and_markdown_in_the_input_stay_text(app):
@@ -373,6 +377,17 @@ def test_the_beam_tree_opens_each_hypothesis_in_its_steps_cross_attention(app):
     at.selectbox(key="node").set_value(0).run()
     assert "root" in ok(at).info[0].value
 
+
+def test_the_beam_trees_step_slider_opens_the_best_hypothesis_at_any_step(app):
+    at = ok(app(view="decoding", text="abc12", step_mode="tree", tree_beam="3"))
+    chosen = next(trace for trace in chart_titled(at, "Beam tree")["data"] if trace.get("name") == "chosen path")
+    path = list(chosen["customdata"])  # the returned hypothesis's nodes, root first: node i is at step i
+    assert at.slider(key="tree_step").value == len(path) - 1  # the slider follows the open hypothesis
+    for step in (1, 0, 3):
+        at = ok(at.slider(key="tree_step").set_value(step).run())
+        assert at.selectbox(key="node").value == path[step]
+        assert at.slider(key="tree_step").value == step
+
 @pytest.mark.parametrize("view", ["attention", "model", "compare", "decoding", "training", "headview"])
 def test_the_word_switch_merges_pieces_into_words(app, view):
     """On the tiny checkpoint every piece is a word of its own or not; the axes at word level are viz.word_labels
@@ -433,10 +448,36 @@ def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path)
     assert not Path(made.parquet).parent.exists()  # a released entry takes its temporary folder with it
 
 
-def test_the_head_picker_offers_no_select_all(app):
-    """One click on "Select all", the picker's first option, switched off every head of the model."""
+def test_a_corpus_this_server_lacks_is_named_before_anything_runs(app, tmp_path, monkeypatch):
+    root = tmp_path / "checkpoints"
+    shutil.copytree(CHECKPOINTS / "eng-fra", root / "eng-fra", ignore=shutil.ignore_patterns("snapshots"))
+    card = json.loads((root / "eng-fra" / "card.json").read_text())
+    card["training"].update(data=["tatoeba=/nowhere/eng-fra.tsv"], dev_data=[])
+    card["snapshots"] = []
+    (root / "eng-fra" / "card.json").write_text(json.dumps(card))
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = ok(app(view="heads", text="She is reading a book."))
+    assert at.button(key="corpus-run").disabled
+    assert any(caption.value.startswith("Not on this server: its dev split is read from /nowhere/eng-fra.tsv, which "
+                                        "this machine does not have") for caption in at.caption)
+
+
+def test_the_head_table_shows_a_role_column_only_where_a_head_has_a_role(app):
+    at = ok(app(view="heads"))
+    table = next(frame for frame in at.dataframe if "role" in frame.value.columns)
+    order, roles = list(table.proto.column_order), table.value["role"].astype(bool)
+    assert ("role" in order) == roles.any()
+    assert set(order) == set(table.value.columns) - (set() if roles.any() else {"role"})
+
+
+def test_every_head_is_one_click_away_and_none_switches_off_all(app, app_checkpoints):
+    """A dropdown showed 11 of a 36-head model's heads until a filter was typed, and its first option, "Select all",
+    switched off every head: each head is a button of its own."""
+    config = transformer.load_checkpoint(app_checkpoints / LOADABLE[0]).config
     at = ok(app(view="ablation"))
-    assert at.multiselect(key="ablate").proto.select_all == 0
+    picker = at.pills(key="ablate")
+    heads = sum(config.layers_of(kind) for kind in config.kinds) * config.num_heads
+    assert len(picker.options) == heads and picker.value == []
 
 
 def test_the_app_opens_on_the_translator(app, monkeypatch):
@@ -456,7 +497,7 @@ def test_the_masks_note_in_lecture_mode_points_at_a_control_it_can_reach(app):
 
 def test_ablation_shows_both_outputs(app):
     at = ok(app(view="ablation", text="ablate5"))
-    at.multiselect(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
+    at.pills(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
     ok(at)
     assert len(outputs(at)) == 3  # the output above, then intact and ablated side by side
     assert any("with heads off" in table.value.columns for table in at.dataframe)
@@ -546,7 +587,7 @@ BAD_LINKS = {
     "checkpoint-b-outside": ({"view": "compare", "compare": "checkpoints", "checkpoint_b": "../x"}, "selectbox",
                              "checkpoint_b", LOADABLE[1]),
     "unknown-snapshot": ({"view": "training", "snapshot": "../model"}, "select_slider", "snapshot", "final"),
-    "unknown-heads-to-ablate": ({"view": "ablation", "ablate": "decoder.9.cross:0,encoder.0.self:99"}, "multiselect",
+    "unknown-heads-to-ablate": ({"view": "ablation", "ablate": "decoder.9.cross:0,encoder.0.self:99"}, "pills",
                                 "ablate", []),
     "unknown-ablation-mode": ({"view": "ablation", "ablation_mode": "noise"}, "segmented_control", "ablation_mode",
                               "zero"),
@@ -684,6 +725,22 @@ def reverse_checkpoints(tmp_path) -> Path:
     root = tmp_path / "checkpoints"
     shutil.copytree(CHECKPOINTS / "reverse", root / "reverse", ignore=shutil.ignore_patterns("resume.pt"))
     return root
+
+
+def test_a_typed_sentence_stays_across_checkpoints_of_one_task_and_an_example_gives_way(app, reverse_checkpoints,
+                                                                                         monkeypatch):
+    shutil.copytree(CHECKPOINTS / "reverse-1layer", reverse_checkpoints / "reverse-1layer")
+    shutil.copytree(CHECKPOINTS / "dates", reverse_checkpoints / "dates")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
+    at = ok(app(checkpoint="reverse", text="typed42"))
+    at = ok(at.selectbox(key="checkpoint").select("reverse-1layer").run())
+    assert at.text_input(key="text").value == "typed42"  # another reverser: the lecturer's sentence stays
+    at = ok(at.selectbox(key="checkpoint").select("dates").run())
+    dates = transformer.load_checkpoint(reverse_checkpoints / "dates").card.examples
+    assert at.text_input(key="text").value == dates[0]  # another task: its own first example
+    at = ok(at.selectbox(key="checkpoint").select("reverse").run())
+    reverse = transformer.load_checkpoint(reverse_checkpoints / "reverse").card.examples
+    assert at.text_input(key="text").value == reverse[0]  # an example is the card's, never carried over
 
 
 def test_a_link_to_layer_1_opens_layer_1(app, reverse_checkpoints, monkeypatch):
@@ -934,6 +991,19 @@ def test_patching_an_edited_input_shows_effects(app, app_checkpoints):
     assert at.query_params["corrupt"] == "patch4"
 
 
+def test_patching_measures_the_first_output_piece_an_edit_changes(app, app_checkpoints):
+    checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
+    assert (checkpoint.translate("abc12").text, checkpoint.translate("abd12").text) == ("21cba", "21dba")
+    at = ok(app(view="patching", text="abc12"))
+    at = ok(at.text_input(key="corrupt").set_value("abd12").run())
+    assert at.selectbox(key="patch_position").value == 2  # "c" against "d": where the edit shows in the output
+    assert any(text.value.startswith("log p(c) at output 2:") for text in at.text)
+    at = ok(at.selectbox(key="patch_position").select(4).run())
+    assert at.selectbox(key="patch_position").value == 4  # the user's own choice stays until the next edit
+    lens = [caption.value for caption in at.caption if caption.value.startswith("Logit lens")]
+    assert lens and "is the model's own prediction" in lens[0] and "row" not in lens[0]
+
+
 def test_a_new_input_starts_the_corrupted_input_again(app):
     """The corrupted input was the previous sentence's edit after a new sentence was typed, and the view said
     "cannot be patched: 10 != 20"; it starts again from the new input."""
@@ -980,3 +1050,49 @@ def test_a_session_that_closes_while_its_translation_waits_ends_its_run_quietly(
     monkeypatch.setattr(ui.passes.BATCHER, "translate", gone)
     at = ok(app(checkpoint="reverse", text="nobody typed this one before"))
     assert not charts(at)
+
+
+# Views and link values that show pieces in text: tables, lists, captions, titles and figures.
+PIECE_VIEWS = {
+    "attention": {"target": "Elle lit un livre."},
+    "decoding": {"step": "2"},
+    "ablation": {"ablate": "decoder.0.cross:0"},
+    "inside": {"kind": "decoder.cross"},
+    "patching": {"corrupt": "He is reading a book."},
+    "attribution": {},
+}
+
+
+@pytest.mark.parametrize("view", PIECE_VIEWS)
+def test_a_piece_is_written_with_one_word_marker_everywhere(app, monkeypatch, view):
+    """Sentencepiece's "▁" in lists, tables and titles beside "·" on the heatmaps' axes made one piece look like two;
+    every text shows the dot."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(CHECKPOINTS))
+    at = ok(app(checkpoint="eng-fra", text="She is reading a book.", view=view, **PIECE_VIEWS[view]))
+    shown = [element.value for kind in ("text", "caption", "markdown", "info", "warning") for element in at.get(kind)]
+    shown += [" ".join(map(str, frame.value.astype(str).to_numpy().ravel())) for frame in at.dataframe]
+    shown += [option for picker in at.selectbox for option in picker.options]
+    shown += [chart.proto.spec for chart in at.get("plotly_chart")]
+    joined = "\n".join(shown)
+    assert "·" in joined  # pieces are shown
+    assert "▁" not in joined and "\\u2581" not in joined
+
+
+def test_the_readmes_example_view_runs_as_written(app):
+    """The README's "Adding a view" code, as a module of its own, in the registry for this test."""
+    import types
+
+    import ui.views
+
+    readme = (ROOT / "README.md").read_text()
+    code = readme.split("### Adding a view", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    module = types.ModuleType("ui.views.one_head")
+    exec(compile(code, "README.md", "exec"), module.__dict__)
+    ui.views.VIEWS.append(module.VIEW)
+    ui.views.BY_KEY[module.VIEW.key] = module.VIEW
+    try:
+        at = ok(app(view="one-head", text="abc12", kind="decoder.cross", layer="1", head="2"))
+    finally:
+        ui.views.VIEWS.remove(module.VIEW)
+        del ui.views.BY_KEY[module.VIEW.key]
+    assert figure(at)["layout"]["title"]["text"] == "cross · layer 1 · head 2"

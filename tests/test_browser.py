@@ -123,6 +123,49 @@ def test_every_view_in_a_browser(server, tmp_path):
     assert not problems, problems
 
 
+def test_a_links_notice_stays_through_the_pages_own_reruns_until_the_user_acts(server, browser):
+    """A page reruns by itself once the browser has measured its column (ui.screen): a notice about the link must
+    still be there after it, and go once the user changes the view."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})  # not DEFAULT_PX: the probe reports a size
+    try:
+        page.set_default_timeout(RUN_S * 1000)
+        notice = page.locator('[data-testid="stAlertContainer"]', has_text="is not available here")
+        open_link(page, server, view="attention", layer="99")
+        page.wait_for_function("() => document.querySelector('[data-testid=\"stMainBlockContainer\"]')"
+                               ".dataset.measuredWidth")
+        for _ in range(3):  # the measured size's rerun, and any after it
+            wait_for_rerun(page, settle_s=1.0)
+            assert notice.count() == 1 and notice.is_visible(), "the link's notice went before the user acted"
+        page.get_by_text("Lecture mode", exact=True).click()
+        wait_for_rerun(page)
+        assert notice.count() == 0
+    finally:
+        page.close()
+
+
+MODEL_LABELS = ("Output of ", "→")  # what names the model's own output: the output box's caption, lecture's headline
+
+
+@pytest.mark.parametrize("mode", ["laptop", "lecture"])
+def test_a_typed_target_never_appears_under_a_label_naming_the_models_output(server, browser, mode):
+    viewport, params = MODES[mode]
+    target = "qqqqqq"
+    page = browser.new_page(viewport=viewport)
+    try:
+        page.set_default_timeout(RUN_S * 1000)
+        open_link(page, server, view="attention", text="attention42", target=target, **params)
+        label, shown = "", []
+        for line in page.inner_text('[data-testid="stMain"]').splitlines():
+            if line.startswith((*MODEL_LABELS, "Typed target")):
+                label = line
+            if target in line:
+                shown.append((label, line))
+        assert shown, "the target is not shown"
+        assert not [(label, line) for label, line in shown if label.startswith(MODEL_LABELS)], shown
+    finally:
+        page.close()
+
+
 # Inputs of the acceptance (source tokens = pieces + </s>): eng-fra at 8, 24 and 64 tokens (64 = its max_len, so the
 # longest it reads whole), and reverse at 30 characters (31 tokens). Their counts are checked against the tokenizers.
 SHORT = "She is reading a good book."

@@ -4,7 +4,16 @@ import pytest
 import torch
 
 from helpers import ROOT, random_batch, small_model
-from transformer import contrast, contrastive, contrastive_scores, force, forced_target, load_checkpoint
+from transformer import (
+    aligned_foil,
+    contrast,
+    contrastive,
+    contrastive_scores,
+    force,
+    forced_target,
+    load_checkpoint,
+    sequence_log_prob,
+)
 from transformer.attribution import _log_prob_rows, token_embeddings
 
 
@@ -39,8 +48,33 @@ def test_a_changed_character_of_a_forced_target_collapses_its_probability(revers
 def test_the_contrastive_score_of_a_target_with_itself_is_zero_everywhere(reverse):
     forced = forced_target(reverse, "lecture2026", "6202erutcel")
     assert np.all(contrast(forced, forced.output_ids) == 0.0)
-    with pytest.raises(ValueError, match="as many"):
-        contrast(forced, forced.output_ids[1:])
+    shorter = contrast(forced, forced.output_ids[1:])  # the first piece left out: the rest aligns from the end
+    assert np.isnan(shorter[0]) and np.all(shorter[1:] == 0.0)
+
+
+@pytest.mark.parametrize(("target", "foil", "aligned"), [
+    ("abcd", "abxd", "abxd"),  # one length: position by position
+    ("abcd", "abxyd", "abxd"),  # a longer stretch between the differences: its first pieces only
+    ("abcde", "abxe", "abx.e"),
+    ("abcd", "abd", "ab.d"),  # a piece left out: nothing for it
+    ("abcd", "xbcd", "xbcd"),
+    ("abcd", "abcdef", "abcd"),  # the foil goes on: the target's pieces all align before the difference
+    ("ab", "xyz", "x."),
+    ("", "xy", ""),
+])
+def test_a_foil_aligns_before_its_first_difference_and_after_its_last(target, foil, aligned):
+    pieces = aligned_foil([ord(c) for c in target], [ord(c) for c in foil])
+    assert "".join("." if piece is None else chr(piece) for piece in pieces) == aligned
+
+
+def test_a_foil_of_another_length_compares_where_it_aligns_and_as_a_whole_sequence(reverse):
+    target, foil = "24noitnetta", "24noitnettaxx"
+    forced, forced_foil = forced_target(reverse, "attention42", target), forced_target(reverse, "attention42", foil)
+    scores = contrastive_scores(reverse, "attention42", target, foil)
+    assert np.all(scores == 0.0)  # every target piece aligns with the same piece: "xx" comes between a and </s>
+    by_hand = sum(np.log(forced.probs)) - sum(np.log(forced_foil.probs))
+    assert sequence_log_prob(forced) - sequence_log_prob(forced_foil) == pytest.approx(by_hand, rel=1e-4)
+    assert by_hand > 5  # the model's own output, far likelier than it with "xx" before its end
 
 
 def test_force_takes_ids_and_captures_what_it_is_asked_for():

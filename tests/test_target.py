@@ -80,12 +80,22 @@ def test_a_foil_is_compared_position_by_position_and_attributed(app, output):
     assert at.query_params["foil"] == foil
 
 
-def test_a_foil_of_another_length_is_refused_with_a_reason(app, output):
-    at = app(text=TEXT, view="attribution", target=output, foil=output + "zz")
-    assert not at.exception
-    assert any("foil cannot be compared" in warning.value for warning in at.warning)
-    assert CONTRAST not in target_table(at).columns
-    assert "log p(target) − log p(foil), attributed" not in titles(at)
+def test_a_foil_of_another_length_compares_where_it_aligns_and_as_a_whole(app, output):
+    longer = output[:2] + "zz" + output[3:]  # "c" becomes "zz": the pieces around it align, "c" with the first "z"
+    at = app(text=TEXT, view="attribution", target=output, foil=longer)
+    assert not at.exception and not at.warning
+    table = target_table(at)
+    assert table["foil piece"].tolist() == [output[0], output[1], "z", output[3], output[4], "</s>"]
+    contrast = table[CONTRAST].tolist()
+    assert contrast[2] > 1 and contrast[:2] + contrast[3:] == [0] * 5
+    caption = next(caption.value for caption in at.caption if caption.value.startswith("Both read after"))
+    assert "The foil has 7 pieces and the target 6" in caption
+    assert float(caption.rsplit("= ", 1)[1].rstrip(".")) > 1  # the model's own output, far likelier as a whole
+    assert titles(at)[0] == "log p(target) − log p(foil), attributed"  # position 2 differs: attributed
+    shorter = app(text=TEXT, view="attribution", target=output, foil=output[:2] + output[3:])  # "c" left out
+    contrast = target_table(shorter)[CONTRAST].tolist()
+    assert np.isnan(contrast[2]) and contrast[:2] + contrast[3:] == [0] * 5
+    assert any("agree at every position where they align" in caption.value for caption in shorter.caption)
 
 
 def test_a_target_of_markdown_and_html_draws_and_stays_in_the_link(app):
@@ -94,3 +104,29 @@ def test_a_target_of_markdown_and_html_draws_and_stays_in_the_link(app):
     assert not at.exception
     assert target_table(at)["target piece"].tolist()[-1] == "</s>"
     assert at.query_params["target"] == hostile
+
+
+@pytest.mark.parametrize("lecture", ["0", "1"])
+def test_a_typed_target_is_never_shown_as_the_models_output(app, output, lecture):
+    target = changed(output)
+    at = app(text=TEXT, view="attention", target=target, lecture=lecture)
+    assert not at.exception
+    texts = [text.value for text in at.text]
+    if lecture == "1":
+        headline = [text for text in texts if target in text]
+        assert headline and all(text.startswith("Typed target (teacher-forced): ") for text in headline), texts
+        assert f"model's own output (greedy): {output}" in headline[0]
+        assert not any(text.startswith("→") for text in texts)
+        return
+    captions = [caption.value for caption in at.caption]
+    typed = next(i for i, caption in enumerate(captions) if caption.startswith("Typed target, teacher-forced"))
+    own = next(i for i, caption in enumerate(captions) if caption.startswith("Output of "))
+    assert typed < own and "it parts from the typed target at piece 2" in captions[own], captions
+    assert texts.index(target) < texts.index(output)  # each box under its own caption
+
+
+def test_without_a_target_the_output_is_the_models(app, output):
+    at = app(text=TEXT, view="attention")
+    assert output in [text.value for text in at.text]
+    assert not any(caption.value.startswith("Typed target") for caption in at.caption)
+    assert any(caption.value.startswith("Output of ") for caption in at.caption)

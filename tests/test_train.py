@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -236,3 +237,17 @@ def test_a_continued_model_may_raise_max_len_where_positions_are_sinusoids(tiny_
     with pytest.raises(SystemExit, match="keeps max_len"):
         main(["--task", "reverse", "--init-from", str(tiny_checkpoint), "--steps", "1", "--out",
               str(tmp_path / "shorter"), *model, "--max-len", "8"])
+
+
+def test_a_run_says_what_it_does_before_its_progress_bar_and_prints_each_evaluation_as_text(tmp_path, capsys):
+    settings = [arg for arg in TINY_TRAINING if arg != "--quiet"]
+    main([*settings, "--train-size", "50", "--dev-size", "10", "--steps", "2", "--eval-every", "1", "--snapshots",
+          "0", "--out", str(tmp_path / "run")])
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[:3] == ["reading the data", "50 training pairs, 10 dev pairs",
+                                             "preparing the tokenizers and the model"]
+    lines = [line.split("\r")[-1] for line in captured.out.splitlines() if "step 1 (" in line or "step 2 (" in line]
+    assert len(lines) == 2, captured.out
+    for line in lines:
+        assert re.fullmatch(r"step [12] \(reverse\): dev exact_match \d\.\d{4}, dev loss \d+\.\d{4}, "
+                            r"train loss \d+\.\d{4}", line.strip()), line

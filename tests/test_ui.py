@@ -13,8 +13,8 @@ import viz
 from helpers import PAD, random_batch, small_model
 from transformer import ATTENTION_KINDS, capture
 from ui.analysis import Analysis
+from ui.page import decoding_text
 from ui.passes import attention_of
-from ui.sidebar import decoding_text
 from ui.state import ALWAYS_IN_URL, URL_STATE, parse_query, settled, url_params
 from ui.views import BY_KEY, VIEWS
 

@@ -60,8 +60,8 @@ def test_head_heatmap_hover_carries_tokens_weight_and_raw_score_of_a_cell():
     fig = viz.head_heatmap(weights, TOKENS, TOKENS, scores=scores)
     heatmap = fig.data[0]
     assert heatmap.z[3, 1] == weights[3, 1]
-    assert list(heatmap.customdata[3, 1]) == ["▁the", "▁the", "", scores[3, 1]]
-    assert list(heatmap.customdata[0, 2][:2]) == ["&lt;s&gt;", "▁cat"]
+    assert list(heatmap.customdata[3, 1]) == ["·the", "·the", "", scores[3, 1]]
+    assert list(heatmap.customdata[0, 2][:2]) == ["&lt;s&gt;", "·cat"]
     assert "raw score: %{customdata[3]" in heatmap.hovertemplate
     assert "(%{y:d})" in heatmap.hovertemplate  # positions as numbers: %{y} alone would show the tick token
     assert "raw score" not in viz.head_heatmap(weights, TOKENS, TOKENS).data[0].hovertemplate
@@ -160,9 +160,9 @@ def test_decoding_step_shows_one_row_per_head_and_the_output_so_far():
     np.testing.assert_array_equal(heatmap.z, cross_rows.reshape(6, N))
     assert fig.layout.yaxis.ticktext == ("L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2")
     assert fig.layout.xaxis.ticktext == ESCAPED
-    assert list(heatmap.customdata[4, 2][:2]) == ["L1 H1", "▁cat"]
-    assert fig.layout.title.text == "Step 2 · query ▁le · every head"  # short: the output so far goes above it
-    assert viz.decoding_step_caption(2, ["<s>", "▁le"]) == "Step 2 · output so far: <s> ▁le"  # plain text
+    assert list(heatmap.customdata[4, 2][:2]) == ["L1 H1", "·cat"]
+    assert fig.layout.title.text == "Step 2 · query ·le · every head"  # short: the output so far goes above it
+    assert viz.decoding_step_caption(2, ["<s>", "▁le"]) == "Step 2 · output so far: <s> ·le"  # plain text
     padding = np.isfinite(np.asarray(_trace(fig, "padding").z, dtype=float))
     assert padding[:, 4].all() and not padding[:, :4].any()
 

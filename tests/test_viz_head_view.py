@@ -56,8 +56,8 @@ def test_selecting_a_token_keeps_only_its_lines_and_tokens_carry_what_a_click_re
     fig = viz.head_view(WEIGHTS, TOKENS, TOKENS, selected=("key", 1))
     assert set(lines_of(fig)) == {(0, 1, 1), (0, 2, 1), (1, 1, 1), (1, 2, 1)}
     queries, keys = [trace for trace in fig.data if trace.mode == "markers+text"]
-    assert list(keys.customdata[1]) == ["key", 1] and queries.text == ("&lt;s&gt;", "▁Elle", "▁lit")
-    assert "▁Elle 0.75" in queries.hovertext[1] and "head 0 → ▁Elle 0.75, &lt;s&gt; 0.25" in queries.hovertext[1]
+    assert list(keys.customdata[1]) == ["key", 1] and queries.text == ("&lt;s&gt;", "·Elle", "·lit")
+    assert "·Elle 0.75" in queries.hovertext[1] and "head 0 → ·Elle 0.75, &lt;s&gt; 0.25" in queries.hovertext[1]
     with pytest.raises(ValueError, match="selected"):
         viz.head_view(WEIGHTS, TOKENS, TOKENS, selected=("key", 3))
 

@@ -18,7 +18,7 @@ def test_safe_label_escapes_html():
     assert safe_label("<b>x</b>") == "&lt;b&gt;x&lt;/b&gt;"
     assert safe_label("a&b") == "a&amp;b"
     assert safe_label("&lt;") == "&amp;lt;"  # an escape typed by the user stays visible as typed
-    assert safe_label("▁the") == "▁the"
+    assert safe_label("▁the") == "·the"  # the word-start marker as every text shows it
 
 
 def test_token_axis_keeps_duplicates_at_their_positions():
@@ -164,8 +164,10 @@ def test_figures_send_one_dimensional_arrays_as_lists():
         assert '"bdata"' not in fig.to_json(), fig.layout.title.text
 
 
-def test_the_word_start_marker_is_a_dot_on_tick_labels_and_the_piece_in_hovers():
-    """"▁" written upwards on a column label read as a bar beside the piece ("|July" on dates)."""
+def test_the_word_start_marker_is_a_dot_on_tick_labels_and_in_hovers():
+    """"▁" written upwards on a column label read as a bar beside the piece ("|July" on dates); hovers, titles and
+    the UI's tables show the same dot (one convention)."""
     assert token_axis(["▁July", "<s>", "1"])["ticktext"] == ["·July", "&lt;s&gt;", "1"]
     fig = viz.head_heatmap(np.eye(2), ["▁a", "b"], ["▁a", "b"])
-    assert fig.layout.xaxis.ticktext == ("·a", "b") and list(fig.data[0].customdata[0, 0][:2]) == ["▁a", "▁a"]
+    assert fig.layout.xaxis.ticktext == ("·a", "b") and list(fig.data[0].customdata[0, 0][:2]) == ["·a", "·a"]
+    assert viz.piece_text("▁Elle ▁lit") == "·Elle ·lit" and "▁" not in fig.to_json()

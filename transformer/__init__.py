@@ -16,7 +16,7 @@ from .checkpoint import (
 from .config import TransformerConfig
 from .decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
 from .device import atlas_device, model_device
-from .forced import ForcedTarget, contrast, contrastive_scores, force, forced_target
+from .forced import ForcedTarget, aligned_foil, contrast, contrastive_scores, force, forced_target, sequence_log_prob
 from .hooks import HookPoint, hook_points
 from .masks import causal_mask, decoder_mask, padding_mask
 from .model import Transformer
@@ -50,11 +50,13 @@ __all__ = [
     "ablate",
     "atlas_device",
     "capture",
+    "aligned_foil",
     "contrast",
     "contrastive",
     "contrastive_scores",
     "force",
     "forced_target",
+    "sequence_log_prob",
     "patch",
     "causal_mask",
     "decoder_mask",

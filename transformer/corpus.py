@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from .capture import capture
 from .checkpoint import Checkpoint
-from .data import collate, dev_pairs, source_ids, target_ids
+from .data import collate, dev_pairs, missing_corpus_files, source_ids, target_ids
 from .evaluate import FRESH_SEED
 from .record import ATTENTION_KINDS
 from .tasks import TASKS
@@ -137,6 +137,17 @@ def chunk_table(checkpoint: Checkpoint, first_sentence: int, pairs: Sequence[tup
             columns["source"] += [source for source, _ in pairs for _ in range(heads)]
             columns["target"] += [target for _, target in pairs for _ in range(heads)]
     return pa.table(columns, schema=SCHEMA)
+
+
+def corpus_unavailable(checkpoint: Checkpoint) -> str:
+    """Why corpus_pairs cannot run here without `data` ("" if it can): a translation checkpoint whose card names no
+    corpus (a converted model), or whose corpus files are not on this machine."""
+    if checkpoint.card.task != "translate":
+        return ""
+    if "data" not in checkpoint.card.training:
+        return "its card names no corpus (a converted model)"
+    missing = missing_corpus_files(checkpoint.card.training)
+    return f"its dev split is read from {', '.join(missing)}, which this machine does not have" if missing else ""
 
 
 def corpus_pairs(checkpoint: Checkpoint, count: int | None = None,

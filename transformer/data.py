@@ -156,6 +156,13 @@ def dev_pairs(training: dict, data: str | Sequence[str] | None = None, dev_data:
         yield from ((spec.name, pair) for pair in pairs)
 
 
+def missing_corpus_files(training: dict) -> list[str]:
+    """The files a card's dev split is read from (dev_pairs) that are not on this machine."""
+    corpora, dev_sets = corpus_specs(training)
+    used = [dev_sets.get(spec.name, spec) for spec in corpora]
+    return [path for spec in used for path in (spec.source, spec.target) if path and not Path(path).is_file()]
+
+
 def corpus_splits(
     corpora: Sequence[CorpusSpec], dev_sets: dict[str, CorpusSpec], dev_fraction: float, seed: int
 ) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list[tuple[str, str]]]]:

@@ -5,10 +5,13 @@ position we read the probability of the target's next piece and its rank among e
 the model's own choice there). Forcing the model's own output gives exactly the pass `Checkpoint.translate`
 captures.
 
-A foil is an alternative output with as many pieces (one word changed, say). Its contrastive score at position t is
-log p(target_t) - log p(foil_t), both read after the target's prefix (Yin & Neubig 2022, "Interpreting Language
-Models with Contrastive Explanations": why the model prefers target_t to foil_t *here*): 0 wherever the two agree,
-positive where the model prefers the target. `transformer.attribution.contrastive` attributes that difference.
+A foil is an alternative output (one word changed, say). Its contrastive score at position t is
+log p(target_t) - log p(foil piece aligned with t), both read after the target's prefix (Yin & Neubig 2022,
+"Interpreting Language Models with Contrastive Explanations": why the model prefers target_t to the foil's piece
+*here*): 0 wherever the two agree, positive where the model prefers the target. A foil of another length aligns where
+it can (`aligned_foil`: before the first difference and after the last one), and the two whole sequences compare by
+log p(target) - log p(foil), each teacher-forced after its own prefix (`sequence_log_prob`).
+`transformer.attribution.contrastive` attributes the per-position difference.
 """
 from __future__ import annotations
 
@@ -62,19 +65,47 @@ def forced_target(checkpoint, text: str, target: str, names: NameFilter = None) 
     return force(checkpoint.model, checkpoint.encode(text), checkpoint.encode(target, "tgt")[1:], names)
 
 
-def contrast(forced: ForcedTarget, foil_ids: list[int]) -> np.ndarray:
-    """log p(target_t) - log p(foil_t) at each position t, both after the target's prefix: (tgt_len,).
+def aligned_foil(output_ids: list[int], foil_ids: list[int]) -> list[int | None]:
+    """For each target position, the foil piece compared with it, or None. Pieces before the first difference align
+    position by position, and pieces after the last one from the end; between those, a stretch as long in both aligns
+    position by position, and otherwise only its first pieces align (both follow the same prefix). Two sequences of
+    one length align position by position throughout."""
+    length, foil_length = len(output_ids), len(foil_ids)
+    prefix = 0
+    while prefix < min(length, foil_length) and output_ids[prefix] == foil_ids[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < min(length, foil_length) - prefix and output_ids[-1 - suffix] == foil_ids[-1 - suffix]:
+        suffix += 1
+    aligned: list[int | None] = [None] * length
+    aligned[:prefix] = foil_ids[:prefix]
+    for back in range(1, suffix + 1):
+        aligned[-back] = foil_ids[-back]
+    middle, foil_middle = length - prefix - suffix, foil_length - prefix - suffix
+    if middle == foil_middle:
+        aligned[prefix:length - suffix] = foil_ids[prefix:foil_length - suffix]
+    elif middle and foil_middle:
+        aligned[prefix] = foil_ids[prefix]
+    return aligned
 
-    foil_ids: the foil's pieces, </s> last, as many as the target's (ValueError otherwise)."""
-    if len(foil_ids) != len(forced.output_ids):
-        raise ValueError(f"the foil has {len(foil_ids)} pieces with </s> and the target {len(forced.output_ids)}: "
-                         "a foil is compared piece by piece, so it needs as many (change a word for one of the "
-                         "same number of pieces)")
-    positions = torch.arange(len(foil_ids))
-    log_probs = forced.log_probs
-    return (log_probs[positions, forced.output_ids] - log_probs[positions, foil_ids]).numpy()
+
+def contrast(forced: ForcedTarget, foil_ids: list[int]) -> np.ndarray:
+    """log p(target_t) - log p(the foil's piece aligned with t) at each position t, both after the target's prefix;
+    NaN where no foil piece aligns (aligned_foil): (tgt_len,). foil_ids: the foil's pieces, </s> last."""
+    scores = np.full(len(forced.output_ids), np.nan)
+    for position, (target, foil) in enumerate(zip(forced.output_ids, aligned_foil(forced.output_ids, foil_ids),
+                                                  strict=True)):
+        if foil is not None:
+            scores[position] = float(forced.log_probs[position, target] - forced.log_probs[position, foil])
+    return scores
+
+
+def sequence_log_prob(forced: ForcedTarget) -> float:
+    """log p of the whole forced output: the sum of its pieces' log-probabilities, each after its own prefix."""
+    positions = torch.arange(len(forced.output_ids))
+    return float(forced.log_probs[positions, forced.output_ids].sum())
 
 
 def contrastive_scores(checkpoint, text: str, target: str, foil: str) -> np.ndarray:
-    """Per position log p(target_t) - log p(foil_t) for the input `text` (see `contrast`)."""
+    """Per position log p(target_t) - log p(the aligned foil piece) for the input `text` (see `contrast`)."""
     return contrast(forced_target(checkpoint, text, target, names=[]), checkpoint.encode(foil, "tgt")[1:])

@@ -437,12 +437,15 @@ def main(argv: list[str] | None = None) -> Transformer:
     run into the same folder is refused by."""
     args = parse_args(argv)
     rank = int(os.environ.get("RANK", "0"))
+    say = print if rank == 0 and not args.quiet else lambda *_, **__: None  # what the run does before its bar
     try:  # everything the run reads, checked before anything is written
         check_replaceable(args.out, args.replace or args.resume or same_folder(args.init_from, args.out))
+        say(f"reading {args.init_from}" if args.init_from else "reading the data", flush=True)
         initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
         config = continued_config(args, initial.config) if initial else None
         saved = read_resume(args)
         train_pairs, copies, dev_by_corpus = load_pairs(args)
+        say(f"{len(train_pairs):,} training pairs, {sum(map(len, dev_by_corpus.values())):,} dev pairs", flush=True)
     except (CheckpointError, ValueError, OSError) as error:
         raise SystemExit(f"error: {error}") from None
     try:
@@ -450,6 +453,7 @@ def main(argv: list[str] | None = None) -> Transformer:
             folder = prepare_folder(args, rank)
             world, rank, device = setup_distributed(args)
             torch.manual_seed(args.seed)
+            say("preparing the tokenizers and the model", flush=True)
             src_tok, tgt_tok = build_tokenizers(args, folder, train_pairs, rank)
             config = config or model_config(args, src_tok.vocab_size, tgt_tok.vocab_size)
             args.max_len = config.max_len
@@ -588,7 +592,7 @@ class Trainer:
                  "rng": torch.get_rng_state()}
         save_atomically(lambda temporary: torch.save(state, temporary), self.folder / RESUME_FILE)
         if self.bar is not None:
-            self.bar.write(f"step {entry['step']}: {entry}")
+            self.bar.write(progress_line(entry, METRICS[self.args.task]))
 
     def step(self, batch: list[int]) -> float:
         """One optimizer step on the examples `batch`; its loss."""
@@ -655,6 +659,15 @@ class Trainer:
             select_snapshots(progress, self.thresholds, self.folder / SNAPSHOT_DIR, final_step)
         write_card(self.args, self.folder, self.world, self.device, progress, self.train_pairs, self.dev_by_corpus,
                    self.src_tok, self.tgt_tok, self.initial)
+
+
+def progress_line(entry: dict, metric: str) -> str:
+    """A curve entry as the run prints it: "step 250 (reverse): dev exact_match 0.4120, dev loss 1.2034, train loss
+    1.4051", with a language model's in-context numbers after."""
+    named = {f"dev {metric}": entry["dev_metric"], "dev loss": entry["dev_loss"], "train loss": entry.get("train_loss"),
+             **{name.replace("_", " "): entry[name] for name in IN_CONTEXT_RECORDED if name in entry}}
+    return f"step {entry['step']} ({entry['data']}): " + ", ".join(
+        f"{name} {value:.4f}" for name, value in named.items() if value is not None)
 
 
 def in_context_entry(metrics: dict[str, float]) -> dict[str, float]:

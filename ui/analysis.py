@@ -1,7 +1,7 @@
 """Typed, read-only results of the model passes: what views read instead of the model.
 
-Every array is read-only and every sequence a tuple: the passes are cached once for all sessions
-(st.cache_resource), so that no session can change what another sees. Masks come from the model (the mask it used
+Every array is read-only and every sequence a tuple: each pass is built once and shared by every session
+(ui.shared.shared_pass), so that no session can change what another sees. Masks come from the model (the mask it used
 in this pass); the views never rebuild them.
 """
 from __future__ import annotations
@@ -18,6 +18,12 @@ KIND_LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "
 
 class Unavailable(Exception):
     """A pass the view asked for cannot run (a snapshot or checkpoint that does not load); the message says why."""
+
+
+def first_difference(first: tuple, second: tuple) -> int | None:
+    """The first position where two outputs' pieces differ (one ending counts), None where they are the same."""
+    return next((i for i in range(max(len(first), len(second)))
+                 if i >= len(first) or i >= len(second) or first[i] != second[i]), None)
 
 
 def read_only(array: np.ndarray) -> np.ndarray:

@@ -10,8 +10,17 @@ import pandas as pd
 import viz
 
 from . import passes
-from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable
+from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable, first_difference
 from .state import FINAL
+
+
+def decoding_text(beam_size: int, decoding: dict) -> str:
+    """How the output was decoded, penalties included: beam search takes them from the card, whatever its width."""
+    if beam_size == 1:
+        return "greedy"
+    text = f"beam search with {beam_size} beams, length penalty {decoding.get('length_penalty', 0.6)}"
+    coverage = decoding.get("coverage_penalty", 0.0)
+    return text + (f", coverage penalty {coverage}" if coverage else "")
 
 
 @dataclass(frozen=True)
@@ -30,6 +39,15 @@ class Page:
     image_format: str
     kinds: tuple[str, ...] = passes.ATTENTION_KINDS
     target: passes.Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
+    own: Analysis | None = None  # with a target: the model's own output, which the target replaced in `analysis`
+
+    def decoding_name(self) -> str:
+        """How the sidebar's output was decoded ("greedy", or beam search with its width and penalties)."""
+        return decoding_text(self.beam_size, self.card.decoding)
+
+    def decoder_reads(self) -> str:
+        """What the decoder reads in every view, teacher-forced: the model's own output, or a target typed instead."""
+        return "the typed target" if self.target is not None else "the final model's output"
 
     def layers(self, kind: str) -> int:
         return self.config.layers_of(kind)
@@ -149,6 +167,12 @@ class Page:
                                             decoded.output_ids)
         return passes.Lens(stages, pieces, probs, decoded.src_tokens, decoded.tgt_tokens, decoded.output_tokens)
 
+    def first_changed_piece(self, corrupted: str) -> int | None:
+        """The first output position where `corrupted`'s own translation (decoded as this input's default one)
+        differs from this input's; None where the two outputs are the same."""
+        edited = passes.translate(self.path, self.version, corrupted, self.card.decoding.get("beam_size", 1))
+        return first_difference(self.default_translation().output_tokens, edited.output_tokens)
+
     def patched(self, corrupted: str, position: int) -> passes.Patched:
         """Activation patching from this input (clean) into `corrupted`, measured at output `position`."""
         return passes.patched(self.path, self.version, self.text, corrupted, position)
@@ -161,6 +185,10 @@ class Page:
     # ------------------------------------------------------------------------------------------ heads across a corpus
 
     corpus_statistics = passes.CORPUS_STATISTICS  # name -> what it measures
+
+    def corpus_unavailable(self) -> str:
+        """Why this checkpoint cannot run over its corpus here ("" if it can): no corpus named, or not on disk."""
+        return passes.corpus_unavailable(self.path, self.version)
 
     def corpus(self, count: int) -> passes.CorpusFile:
         """This checkpoint run over a corpus of `count` inputs (its generated inputs or its dev split's first

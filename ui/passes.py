@@ -59,7 +59,7 @@ from transformer.decoding import (
     Sampling,
     output_limit,
 )
-from transformer.forced import contrast, force
+from transformer.forced import aligned_foil, contrast, force, sequence_log_prob
 from transformer.hooks import INSIDE_HOOKS
 from transformer.lens import logit_lens
 from transformer.patching import patch_texts
@@ -463,6 +463,11 @@ def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     return CorpusFile("", str(parquet), sentences)
 
 
+def corpus_unavailable(path: str, version: int) -> str:
+    """Why the checkpoint cannot run over its corpus on this machine ("" if it can): transformer.corpus says."""
+    return corpus.corpus_unavailable(load(path, version).checkpoint)
+
+
 @turns.outside_page
 @st.cache_data(max_entries=64, show_spinner=False)
 def corpus_ranking(path: str, version: int, count: int, statistic: str) -> pd.DataFrame:
@@ -524,11 +529,11 @@ def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, l
 
 # ---------------------------------------------------------------------------------------------- a target, a foil
 # Any target teacher-forced through the decoder instead of the model's own output (transformer.forced): its
-# attention, and each of its pieces' probability and rank; with a foil, per position log p(target) - log p(foil).
+# attention, and each of its pieces' probability and rank; with a foil, per position log p(target) - log p(foil),
+# and the same for the two whole sequences.
 
 
 class Forced(NamedTuple):
-    error: str  # why the foil cannot be compared ("" if it can, or if there is none)
     tgt_ids: tuple[int, ...]  # decoder input: <s> and the target's pieces
     output_ids: tuple[int, ...]  # the target's pieces and </s>
     tgt_tokens: tuple[str, ...]
@@ -536,9 +541,13 @@ class Forced(NamedTuple):
     probs: tuple[float, ...]  # of each target piece at its position
     ranks: tuple[int, ...]  # 1 = the model's own choice there
     attention: Attention
-    foil_ids: tuple[int, ...] = ()  # the foil's pieces and </s> (none without a foil, or when it cannot be compared)
+    # With a foil, per target position: the foil piece compared there (transformer.forced.aligned_foil; where none
+    # aligns, the target's own piece, "" as text and NaN as score), and log p(target_t) - log p(that piece).
+    foil_ids: tuple[int, ...] = ()
     foil_tokens: tuple[str, ...] = ()
-    contrast: tuple[float, ...] = ()  # log p(target_t) - log p(foil_t), both after the target's prefix
+    contrast: tuple[float, ...] = ()
+    foil_length: int = 0  # the foil's own pieces, </s> included
+    sequence_contrast: float | None = None  # log p(target) - log p(foil), each after its own prefix
 
 
 @shared_pass("Teacher-forcing the target…")
@@ -550,17 +559,19 @@ def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "")
         result = force(checkpoint.model, list(src_ids), checkpoint.encode(target, "tgt")[1:])
     pieces = checkpoint.tgt_tokenizer.pieces
     attention = attention_of(result.attention)
-    made = Forced("", tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
+    made = Forced(tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
                   tuple(pieces(result.output_ids)), tuple(result.probs), tuple(result.ranks), attention)
     if not foil:
         return made
     foil_ids = checkpoint.encode(foil, "tgt")[1:]
-    try:
-        scores = contrast(result, foil_ids)
-    except ValueError as error:
-        return made._replace(error=f"The foil cannot be compared: {error}.")
-    return made._replace(foil_ids=tuple(foil_ids), foil_tokens=tuple(pieces(foil_ids)),
-                         contrast=tuple(float(score) for score in scores))
+    with model_turn():
+        foil_run = force(checkpoint.model, list(src_ids), foil_ids, names=[])
+    aligned = aligned_foil(result.output_ids, foil_ids)
+    return made._replace(
+        foil_ids=tuple(own if piece is None else piece for own, piece in zip(result.output_ids, aligned, strict=True)),
+        foil_tokens=tuple("" if piece is None else pieces([piece])[0] for piece in aligned),
+        contrast=tuple(float(score) for score in contrast(result, foil_ids)), foil_length=len(foil_ids),
+        sequence_contrast=sequence_log_prob(result) - sequence_log_prob(foil_run))
 
 
 @shared_pass("Attributing the contrast…")

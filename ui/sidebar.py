@@ -8,18 +8,23 @@ import streamlit as st
 import viz
 
 from . import passes, target
-from .analysis import Analysis
+from .analysis import Analysis, first_difference
 from .page import Page
 from .plain import plain, visible_name
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
-from .widgets import EMPTY_OUTPUT, PROBABILITY, model_output
+from .widgets import EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, model_output, pieces_shown
 
 
 def use_card_defaults() -> None:
-    """A new checkpoint starts on its own first example and decoding: the last one's rarely suit it."""
+    """A new checkpoint starts on its own decoding, and on its own first example unless the user typed a sentence
+    and the new checkpoint does the same task (a lecturer comparing two translators keeps the class's sentence)."""
     checkpoint = passes.loaded(st.session_state.checkpoint).checkpoint
-    if checkpoint is not None and checkpoint.card.examples:
+    shown = st.session_state.get("shown_checkpoint")
+    before = passes.loaded(shown).checkpoint if shown else None
+    typed = before is not None and st.session_state.get("text") not in before.card.examples
+    same_task = checkpoint is not None and before is not None and checkpoint.card.task == before.card.task
+    if checkpoint is not None and checkpoint.card.examples and not (typed and same_task):
         st.session_state.text = checkpoint.card.examples[0]
     for name in ("decoding", "beam"):
         st.session_state.pop(name, None)
@@ -59,7 +64,7 @@ def choose_checkpoint() -> str | None:
         list_broken(broken)
     if not usable:
         return None
-    name = st.session_state.checkpoint
+    name = st.session_state.shown_checkpoint = st.session_state.checkpoint
     loaded = passes.loaded(name)
     if loaded.checkpoint is None:  # it passed the checks but its tensors did not (NaN, wrong shapes, ...)
         st.error("This checkpoint cannot be loaded; the others still can. Its folder may still be training.")
@@ -122,35 +127,49 @@ def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
     return amounts[0], amounts[1]
 
 
-def decoding_text(beam_size: int, decoding: dict) -> str:
-    """How the output was decoded, penalties included: beam search takes them from the card, whatever its width."""
-    if beam_size == 1:
-        return "greedy"
-    text = f"beam search with {beam_size} beams, length penalty {decoding.get('length_penalty', 0.6)}"
-    coverage = decoding.get("coverage_penalty", 0.0)
-    return text + (f", coverage penalty {coverage}" if coverage else "")
+FOLDED_CHARS = 90  # of the first warning, on the folded line: one line at 1280 pixels in lecture mode's large text
+
+
+def folded_warnings(warnings: tuple[str, ...]) -> str:
+    """The warnings on one line: how many, and the start of the first."""
+    first = warnings[0] if len(warnings[0]) <= FOLDED_CHARS else warnings[0][: FOLDED_CHARS - 1].rstrip() + "…"
+    return (f"{len(warnings)} warnings: " if len(warnings) > 1 else "") + first
 
 
 def show_output(page: Page, headline) -> None:
     """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
     mode input and output are one line of plain text in `headline` (beside the view picker)."""
     analysis = page.analysis
-    warnings = list(analysis.warnings)
-    if page.lecture and warnings:  # one box, not one each: a projector has no height to spare above the figure
-        warnings = [" ".join(warnings)]
-    for warning in warnings:
-        st.warning(warning, icon="⚠️")
-    if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
-        headline.text(page.text)
-        headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
-        return
-    output = st.container()
+    if page.lecture and analysis.warnings:  # one line, the rest on demand: a projector has no height to spare
+        with st.expander(folded_warnings(analysis.warnings), icon="⚠️", key="warnings"):
+            st.warning(" ".join(analysis.warnings))
+    else:
+        for warning in analysis.warnings:
+            st.warning(warning, icon="⚠️")
     how = {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
            "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
-        page.config.stacks, decoding_text(page.beam_size, page.card.decoding))
-    output.caption(f"Output of {plain(page.name)}, {how}")
-    with output:
-        model_output(analysis.text)
+        page.config.stacks, page.decoding_name())
+    if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
+        headline.text(page.text)
+        if page.own is None:
+            headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
+        else:  # never the typed target after an arrow that reads as the model's answer
+            headline.text(f"Typed target (teacher-forced): {analysis.text}   ·   model's own output "
+                          f"({'greedy' if page.beam_size == 1 else 'beam search'}): {page.own.text or EMPTY_OUTPUT}")
+        return
+    output = st.container()
+    if page.own is not None:
+        output.caption("Typed target, teacher-forced: every view shows the attention while the decoder reads it, "
+                       "not the model's own output")
+        with output:
+            model_output(analysis.text, TYPED_TARGET_HELP)
+        output.caption(f"Output of {plain(page.name)}, {how}: {difference(page.own, analysis)}")
+        with output:
+            model_output(page.own.text)
+    else:
+        output.caption(f"Output of {plain(page.name)}, {how}")
+        with output:
+            model_output(analysis.text)
     # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.
     pieces = st.expander("Pieces and probabilities", key="pieces", on_change="rerun")
     if not pieces.open:
@@ -159,10 +178,24 @@ def show_output(page: Page, headline) -> None:
         left, right = st.columns(2)
         pads = len(analysis.src_tokens) - len(analysis.src_typed)
         # Arrow tables built once for every session (ui.shared): converting a frame is most of a table's cost.
-        left.dataframe(once(arrow_table, ("source piece", analysis.src_tokens), ("id", analysis.src_ids),
+        left.dataframe(once(arrow_table, ("source piece", pieces_shown(analysis.src_tokens)), ("id", analysis.src_ids),
                             ("typed", analysis.src_typed + ("",) * pads)), hide_index=True)
-        right.dataframe(once(arrow_table, ("output piece", analysis.output_tokens), ("probability", analysis.probs)),
+        right.dataframe(once(arrow_table, ("output piece", pieces_shown(analysis.output_tokens)),
+                             ("probability", analysis.probs)),
                         hide_index=True, column_config={"probability": PROBABILITY})
+
+
+def difference(own: Analysis, forced: Analysis) -> str:
+    """Where the model's own output first parts from the typed target, piece by piece."""
+    mine, typed = own.output_tokens, forced.output_tokens
+    at = first_difference(mine, typed)
+    if at is None:
+        return "the same pieces as the typed target"
+
+    def piece(tokens: tuple[str, ...]) -> str:
+        return f"“{plain(viz.piece_text(tokens[at]))}”" if at < len(tokens) else "its end"
+
+    return f"it parts from the typed target at piece {at}, {piece(mine)} where the target has {piece(typed)}"
 
 
 def arrow_table(*columns: tuple[str, tuple]) -> pa.Table:
@@ -193,8 +226,9 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do
         st.info(str(error))
         analysis = None
-    forced = None
+    forced = own = None
     if analysis is not None:
+        own = analysis
         analysis, forced = target.choose(path, version, analysis)
         analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
     image_format = settle("image", ("png", "svg"))
@@ -204,7 +238,7 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
                 theme=figure_theme(space), lecture=st.session_state.lecture, image_format=image_format,
-                target=forced, kinds=checkpoint.config.kinds)
+                target=forced, own=own if forced is not None else None, kinds=checkpoint.config.kinds)
     if analysis is not None:
         show_output(page, headline)
         target.show(page)

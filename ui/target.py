@@ -8,18 +8,21 @@ import dataclasses
 import pandas as pd
 import streamlit as st
 
+import viz
+
 from . import passes
 from .analysis import Analysis
 from .page import Page
 from .plain import plain
 from .state import MAX_INPUT_CHARS
-from .widgets import PROBABILITY
+from .widgets import PROBABILITY, pieces_shown
 
 TARGET_HELP = ("Any output you like (the reference translation, say), read by the decoder instead of its own output: "
                "every view then shows the attention for it, and the output shows how likely the model finds each of "
                "its pieces. Empty: the model's own output.")
-FOIL_HELP = ("An alternative to the target with as many pieces (one word changed): each position shows log p(target) "
-             "− log p(foil), and the Attribution view attributes that difference.")
+FOIL_HELP = ("An alternative to the target (one word changed, say): each position where the two align shows "
+             "log p(target) − log p(foil), the Attribution view attributes that difference, and the two whole "
+             "sequences are compared too.")
 
 
 def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passes.Forced | None]:
@@ -54,21 +57,29 @@ def show(page: Page) -> None:
     forced = page.target
     if forced is None:
         return
-    if forced.error:
-        st.warning(forced.error, icon="⚠️")
-    table = {"position": range(len(forced.output_tokens)), "target piece": forced.output_tokens,
+    table = {"position": range(len(forced.output_tokens)), "target piece": pieces_shown(forced.output_tokens),
              "probability": forced.probs, "rank": forced.ranks}
     if forced.contrast:
-        table.update({"foil piece": forced.foil_tokens, "log p(target) − log p(foil)": forced.contrast})
+        table.update({"foil piece": pieces_shown(forced.foil_tokens), "log p(target) − log p(foil)": forced.contrast})
     least = min(range(len(forced.probs)), key=forced.probs.__getitem__)
     summary = (f"Teacher-forced target: the decoder reads it instead of its own output. Least likely piece: "
-               f"“{plain(forced.output_tokens[least])}” at position {least} (p = {forced.probs[least]:.3g}, rank "
-               f"{forced.ranks[least]}).")
+               f"“{plain(viz.piece_text(forced.output_tokens[least]))}” at position {least} "
+               f"(p = {forced.probs[least]:.3g}, rank {forced.ranks[least]}).")
     with st.expander("Target pieces: probability and rank" + (" · foil" if forced.contrast else ""),
                      expanded=not page.lecture):
         st.caption(summary)
         st.dataframe(pd.DataFrame(table), hide_index=True, column_config={
             "probability": PROBABILITY, "log p(target) − log p(foil)": st.column_config.NumberColumn(format="%.3f")})
         if forced.contrast:
-            st.caption("Both read after the target's prefix: 0 where the two agree, above 0 where the model prefers "
-                       "the target.")
+            st.caption(foil_caption(forced))
+
+
+def foil_caption(forced: passes.Forced) -> str:
+    """What the foil's columns mean, and the two whole sequences' log p difference."""
+    aligned = "" if forced.foil_length == len(forced.output_ids) else (
+        f" The foil has {forced.foil_length} pieces and the target {len(forced.output_ids)}: they compare position by "
+        "position before their first difference, from the end after their last, and in between only where a "
+        "stretch is as long in both (else its first pieces); a blank cell has no foil piece.")
+    return ("Both read after the target's prefix: 0 where the two agree, above 0 where the model prefers the target."
+            + aligned + f" Whole sequences, each after its own prefix: log p(target) − log p(foil) = "
+            f"{forced.sequence_contrast:.3f}.")

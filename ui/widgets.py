@@ -23,13 +23,21 @@ plotly.io.json.config.default_engine = "json"
 
 PROBABILITY = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
 OUTPUT_HELP = "The model's output as plain text: its pieces joined, nothing read as Markdown or HTML."
+TYPED_TARGET_HELP = ("The target typed in the sidebar, not the model's output: the decoder reads it piece by piece "
+               "(teacher forcing), and every view shows the attention for it. Shown as plain text.")
 EMPTY_OUTPUT = "(empty: the model ended at once)"
 
 
-def model_output(text: str) -> None:
-    """A model's output in a box, as plain text. Not st.code: its syntax highlighter is a 1.5 MB script that the
-    browser compiled before drawing the first page's figure (part of a first visitor's wait)."""
-    st.container(border=True).text(text or EMPTY_OUTPUT, help=OUTPUT_HELP)
+def pieces_shown(tokens) -> list[str]:
+    """Pieces as a table or list shows them: word-start markers as middle dots, as in every figure (viz.piece_text)."""
+    return [viz.piece_text(token) for token in tokens]
+
+
+def model_output(text: str, tooltip: str = OUTPUT_HELP) -> None:
+    """A model's output (or a typed target, with its own `tooltip`) in a box, as plain text. Not st.code: its syntax
+    highlighter is a 1.5 MB script that the browser compiled before drawing the first page's figure (part of a first
+    visitor's wait)."""
+    st.container(border=True).text(text or EMPTY_OUTPUT, help=tooltip)
 
 
 # A scroll box that shows its scrollbars (overlay scrollbars hide until touched): a reader sees there is more.

@@ -19,7 +19,7 @@ from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADD
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import fit_model_view, model_view
 from .head_view import head_view
-from .labels import safe_label
+from .labels import piece_text, safe_label
 from .masks import mask_figure, mask_reasons
 from .positional import default_pe_dims, pe_curves, pe_heatmap, pe_similarity
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
@@ -31,7 +31,7 @@ from .words import PRODUCES_CAPTION, merge_blocked, merge_words, produces_labels
 
 __all__ = [
     "KINDS", "PADDING", "CAUSAL", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
-    "Theme", "toolbar_config", "safe_label",
+    "Theme", "toolbar_config", "safe_label", "piece_text",
     "mask_reasons", "model_mask", "mask_figure",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
     "beam_tree_figure", "distribution_figure",

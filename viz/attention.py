@@ -4,6 +4,7 @@ import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_matrix, model_mask
+from .labels import piece_text
 from .layout import LINE_EM, grid_layout, text_px
 from .panels import (
     colour_axis,
@@ -140,4 +141,4 @@ def decoding_step_figure(cross_rows: ArrayLike, src_tokens: Tokens, output_so_fa
 
 def decoding_step_caption(step: int, output_so_far: Tokens) -> str:
     """The line to show above decoding_step_figure, as plain text (it holds user pieces: never as Markdown)."""
-    return f"Step {step} · output so far: {' '.join(str(piece) for piece in output_so_far)}"
+    return f"Step {step} · output so far: {' '.join(piece_text(piece) for piece in output_so_far)}"

@@ -2,23 +2,22 @@
 import html
 from collections.abc import Sequence
 
-
-def safe_label(text: object) -> str:
-    """Escape `<`, `>` and `&` so Plotly shows `text` literally instead of reading it as its HTML subset.
-
-    Tokens like "<s>" or "</s>" would otherwise vanish (unknown tags) or style the label ("<b>x</b>").
-    """
-    return html.escape(str(text), quote=False)
-
-
 # Sentencepiece's word-start marker "▁" is a low bar: written upwards on a column label it reads as "|" beside the
-# piece ("|July"). Tick labels show it as a middle dot, a mark that reads the same at any angle; hovers keep the piece.
+# piece ("|July"). Every text that shows a piece (tick labels, hovers, titles, the UI's tables and lists) shows it as a
+# middle dot, a mark that reads the same at any angle: one convention everywhere. Exports keep the piece as it is.
 WORD_START, WORD_START_SHOWN = "▁", "·"
 
 
-def tick_label(token: object) -> str:
-    """A token as a tick label: escaped (safe_label), its word-start marker shown as a middle dot."""
-    return safe_label(token).replace(WORD_START, WORD_START_SHOWN)
+def piece_text(text: object) -> str:
+    """A piece, or any text holding pieces, as it is shown: word-start markers as middle dots."""
+    return str(text).replace(WORD_START, WORD_START_SHOWN)
+
+
+def safe_label(text: object) -> str:
+    """A label for Plotly: `<`, `>` and `&` escaped, so that Plotly shows `text` literally instead of reading it as
+    its HTML subset (tokens like "<s>" or "</s>" would otherwise vanish, as unknown tags, or style the label, as
+    "<b>x</b>"), and word-start markers shown as middle dots (piece_text)."""
+    return html.escape(piece_text(text), quote=False)
 
 
 def token_axis(tokens: Sequence[object]) -> dict:
@@ -28,7 +27,7 @@ def token_axis(tokens: Sequence[object]) -> dict:
     past it, and that pass is quadratic in the ticks of an axis (seconds to minutes at hundreds to thousands of ticks;
     docs/performance.md). viz.layout sizes margins so that no label passes the edge.
     """
-    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[tick_label(t) for t in tokens],
+    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[safe_label(t) for t in tokens],
                 ticklabeloverflow="allow")
 
 

@@ -8,7 +8,7 @@ from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.state import draw, settle_all
 from ui.view import View
-from ui.widgets import PROBABILITY, head_label, model_output
+from ui.widgets import PROBABILITY, head_label, model_output, pieces_shown
 
 
 def option(kind: str, layer: int, head: int) -> str:
@@ -37,8 +37,9 @@ def render(page: Page) -> None:
                for head in page.heads()]
     settle_all("ablate", options)
     columns = st.columns([4, 1], vertical_alignment="bottom")
-    chosen = columns[0].multiselect("Heads to switch off", options, format_func=label, key="ablate",
-                                    persist_state="session", placeholder="Pick heads…", select_all=False)
+    # Every head as a button of its own: a dropdown showed a third of a 36-head model's until a filter was typed.
+    chosen = columns[0].pills("Heads to switch off", options, selection_mode="multi", format_func=label, key="ablate",
+                              persist_state="session") or []
     mode = draw(columns[1].segmented_control, "Replace by", "ablation_mode", ("zero", "mean"), required=True,
                 persist_state="session", help="zero: the head's output is 0. mean: its mean over positions.")
     if not chosen:
@@ -51,17 +52,17 @@ def render(page: Page) -> None:
     after = page.forced(labels=intact.output_ids, ablated=ablated, mode=mode)
     left, right = st.columns(2)
     with left:
-        st.markdown("**Intact model**")
+        st.markdown(f"**Intact model** ({page.decoding_name()})")
         model_output(intact.text)
-        st.dataframe(pd.DataFrame({"piece": intact.output_tokens, "probability": intact.probs,
+        st.dataframe(pd.DataFrame({"piece": pieces_shown(intact.output_tokens), "probability": intact.probs,
                                    "with heads off": after.label_probs}),
                      hide_index=True, column_config={"probability": PROBABILITY, "with heads off": PROBABILITY})
         st.caption("“with heads off”: the probability the ablated model gives the intact output's piece after the "
                    "same prefix.")
     with right:
-        st.markdown(f"**{len(chosen)} head(s) switched off** ({mode})")
+        st.markdown(f"**{len(chosen)} head(s) switched off** ({mode}; {page.decoding_name()})")
         model_output(changed.text)
-        st.dataframe(pd.DataFrame({"piece": changed.output_tokens, "probability": changed.probs}),
+        st.dataframe(pd.DataFrame({"piece": pieces_shown(changed.output_tokens), "probability": changed.probs}),
                      hide_index=True, column_config={"probability": PROBABILITY})
 
 

@@ -21,7 +21,9 @@ def contrastive(page: Page) -> None:
     explained = page.contrastive()
     st.markdown("**Why the target and not the foil**")
     if not explained.methods:
-        st.caption("The target and the foil agree at every position: there is no difference to attribute.")
+        st.caption("The target and the foil agree at every position where they align: there is no difference to "
+                   "attribute piece by piece (the whole sequences' log p(target) − log p(foil) is "
+                   f"{page.target.sequence_contrast:.3f}).")
         return
     show_figure(page, once(viz.attribution_figure, dict(explained.methods), list(explained.output_tokens),
                            list(explained.src_tokens), signed=tuple(name for name, _ in explained.methods),
@@ -41,7 +43,8 @@ def render(page: Page) -> None:
     # On a projector one compact control with its label folded: the figure starts high.
     token = controls("attribution").selectbox(
         "Output piece", range(len(outputs)), key="attr_token", persist_state="session",
-        format_func=lambda t: f"{t}: {outputs[t]}", label_visibility="collapsed" if page.lecture else "visible",
+        format_func=lambda t: f"{t}: {viz.piece_text(outputs[t])}",
+        label_visibility="collapsed" if page.lecture else "visible",
         width=320 if page.lecture else "stretch")
     # Every piece by every method costs integrated gradients a backward pass per piece at each of 32 points (seconds
     # on a long output), so it is computed only while its expander is open; the chosen piece is then its row of that

@@ -15,8 +15,11 @@ from ui.widgets import controls, head_label, head_picker, head_title, produces_c
 
 COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
                "snapshots": "two snapshots"}
-SNAPSHOTS_NOTE = "Both snapshots read the final model's output (teacher forcing), so the cells line up."
 Side = tuple[np.ndarray, str]  # one head's weights (q_len, k_len) and its label
+
+
+def snapshots_note(page: Page) -> str:
+    return f"Both snapshots read {page.decoder_reads()} (teacher forcing), so the cells line up."
 
 
 def render(page: Page) -> None:
@@ -43,7 +46,7 @@ def render(page: Page) -> None:
     show_figure(page, fig, f"compare-{mode}")
     produces_caption(figure)
     if page.lecture and mode == "snapshots":
-        st.caption(SNAPSHOTS_NOTE)
+        st.caption(snapshots_note(page))
 
 
 def other_head(page: Page, mode: str, kind: str, layer: int, head: int | None, a: Side) -> tuple[Side, Side]:
@@ -105,7 +108,7 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
         st.code(str(error), language=None)
         return None
     if not page.lecture:  # on a projector under the figure (render): above, it pushes the figure down
-        st.caption(SNAPSHOTS_NOTE)
+        st.caption(snapshots_note(page))
     return sides[0], sides[1]
 
 

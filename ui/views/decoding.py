@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 import viz
+from ui.analysis import BeamTreeView
 from ui.page import Page
 from ui.shared import once
 from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
@@ -53,6 +54,13 @@ def open_selected_node() -> None:
         st.session_state.node = int(points[0]["customdata"])
 
 
+def open_step(tree: BeamTreeView, depths: list[int]) -> None:
+    step = st.session_state.tree_step
+    on_path = [node for node in tree.chosen if depths[node] == step]
+    at_step = [node for node, depth in enumerate(depths) if depth == step]
+    st.session_state.node = on_path[0] if on_path else max(at_step, key=tree.log_probs.__getitem__)
+
+
 def render_tree(page: Page, row) -> None:
     fallback = page.beam_size if page.beam_size in TREE_BEAMS else DEFAULT_BEAM_SIZE
     beams = draw(row.segmented_control, "Beams", "tree_beam", TREE_BEAMS, fallback, required=True,
@@ -62,6 +70,11 @@ def render_tree(page: Page, row) -> None:
     for index, parent in enumerate(tree.parents):
         depths[index] = 0 if parent < 0 else depths[parent] + 1
     node = settle("node", range(len(tree.pieces)), tree.best)
+    # Any step in one move: the tree shows the steps around the open hypothesis, and the slider opens the best one
+    # at the step it is moved to (the returned hypothesis's own, where its path reaches that far).
+    st.session_state.tree_step = depths[node]
+    row.slider("Step", 0, max(depths), key="tree_step", on_change=open_step, args=(tree, depths), width=240,
+               help="Move the tree to any step: the best hypothesis there opens below.")
     fig = once(viz.beam_tree_figure, tree.pieces, tree.parents, tree.log_probs, tree.kept, tree.chosen,
                selected=node, width_px=page.theme.width, finals=tree.finals, theme=page.theme)
     show_figure(page, fig, "beam-tree", key=TREE_FIGURE, on_select=open_selected_node, selection_mode="points")
@@ -75,7 +88,8 @@ def render_tree(page: Page, row) -> None:
 
     def node_text(index: int) -> str:
         state = "chosen" if index in tree.chosen else "kept" if tree.kept[index] else "pruned"
-        return f"step {depths[index]} · {tree.texts[index] or '<s>'} · {tree.log_probs[index]:.2f} · {state}"
+        text = viz.piece_text(tree.texts[index] or "<s>")
+        return f"step {depths[index]} · {text} · {tree.log_probs[index]:.2f} · {state}"
 
     node = st.selectbox("Hypothesis", range(len(tree.pieces)), key="node", format_func=node_text,
                         persist_state="session")
@@ -89,7 +103,7 @@ def render_tree(page: Page, row) -> None:
     step = depths[node] - 1
     rows = page.step_cross(tree.prefixes[node])  # (layers, heads, src_len)
     cross = once(viz.decoding_step_figure, rows, list(tree.src_tokens), prefix, step, theme=page.theme)
-    st.text(viz.decoding_step_caption(step, prefix) + f"  →  {tree.pieces[node]}")
+    st.text(viz.decoding_step_caption(step, prefix) + f"  →  {viz.piece_text(tree.pieces[node])}")
     show_figure(page, cross, "beam-node")
 
 
@@ -148,7 +162,8 @@ def render(page: Page) -> None:
     with right:
         if shaped is None:
             st.markdown(f"**Step {step}: the {len(steps.top[step])} most likely next pieces**")
-            st.dataframe(pd.DataFrame(steps.top[step], columns=["piece", "probability"]), hide_index=True,
+            st.dataframe(pd.DataFrame([(viz.piece_text(piece), p) for piece, p in steps.top[step]],
+                                      columns=["piece", "probability"]), hide_index=True,
                          height=table_height(page), column_config={"probability": PROBABILITY})
             st.caption("Greedy decoding takes the first.")
         else:

@@ -17,10 +17,11 @@ MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it strea
 def render(page: Page) -> None:
     analysis = page.analysis
     statistics = once(viz.head_statistics, *analysis.by_viz_kind())
-    # The role first after the head's name: the caption explains it, and the numbers may run past the right edge.
-    leading = ["kind", "layer", "head", "role"]
+    # The role first after the head's name (the caption explains it, and the numbers may run past the right edge);
+    # no column at all where no head has one, so that every number fits.
+    leading = ["kind", "layer", "head"] + (["role"] if statistics["role"].astype(bool).any() else [])
     st.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
-                 column_order=leading + [name for name in statistics.columns if name not in leading],
+                 column_order=leading + [name for name in statistics.columns if name not in leading + ["role"]],
                  column_config={"role": st.column_config.TextColumn(width="medium"),  # "previous-token" whole
                                 **{name: st.column_config.NumberColumn(format="%.3f")
                                    for name in statistics.select_dtypes("float").columns}})
@@ -83,8 +84,13 @@ def across_corpus(page: Page) -> None:
                      format_func=lambda name: f"{name}: {statistics[name]}", persist_state="session")
     count = int(row.number_input("Inputs", min_value=1, max_value=MAX_CORPUS_SIZE, value=CORPUS_SIZE, step=50,
                                  key="corpus_count"))
+    unavailable = page.corpus_unavailable()
     row.button("Run over the corpus", key="corpus-run", on_click=st.session_state.__setitem__,
-               args=("corpus_ran", (page.path, page.version, count)))
+               args=("corpus_ran", (page.path, page.version, count)), disabled=bool(unavailable))
+    if unavailable:
+        st.caption(f"Not on this server: {unavailable}. `python -m transformer.corpus run CHECKPOINT --out FILE "
+                   "--data CORPUS` runs it over a corpus of your own (docs/methods.md).")
+        return
     ran = st.session_state.get("corpus_ran")
     if not ran or ran[:2] != (page.path, page.version):
         st.caption(f"Runs this checkpoint over {'its dev split' if page.card.task == 'translate' else 'fresh inputs'}"

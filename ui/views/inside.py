@@ -36,7 +36,7 @@ def render(page: Page) -> None:
         q_tokens = viz.produces_labels(q_tokens, analysis.output_tokens)
     query = settle("query", range(len(q_tokens)))
     query = row.selectbox("Query token", range(len(q_tokens)), key="query", persist_state="session",
-                          format_func=lambda t: f"{t}: {q_tokens[t]}", width=180,
+                          format_func=lambda t: f"{t}: {viz.piece_text(q_tokens[t])}", width=180,
                           label_visibility="collapsed" if page.lecture else "visible")
     step = settle("inside_step", range(len(STEPS)))
     row.button("◀", on_click=step_by, args=(-1,), disabled=step == 0, key="inside-back", shortcut="Left",
@@ -49,7 +49,7 @@ def render(page: Page) -> None:
     inside = page.inside(kind, layer)
     width = page.theme.width
     if step < 4 and not page.lecture:  # the figures' titles name the step, the controls say where
-        st.caption(f"{head_title(kind, layer, head)} · query {plain(q_tokens[query])}")
+        st.caption(f"{head_title(kind, layer, head)} · query {plain(viz.piece_text(q_tokens[query]))}")
     d_head = inside.q.shape[-1]
     q, keys = inside.q[head, query], inside.k[head]  # (d_head,), (k_len, d_head)
     blocked = ~inside.allowed[query]  # (k_len,)

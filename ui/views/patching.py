@@ -27,17 +27,22 @@ def render(page: Page) -> None:
                                max_chars=MAX_INPUT_CHARS, persist_state="session", width=560 if page.lecture else 480,
                                help="It must have as many tokens as the input: position j of one stands for position "
                                     "j of the other.", **compact)
+    if corrupted != st.session_state.get("patch_edit"):  # a new edit: measured where it changes the output
+        st.session_state.patch_edit = corrupted
+        changed = page.first_changed_piece(corrupted) if corrupted.strip() != page.text.strip() else None
+        if changed is not None and "patch_position" not in st.session_state.url_pending:
+            st.session_state.patch_position = min(changed, len(outputs) - 1)
     position = settle("patch_position", range(len(outputs)))
     position = row.selectbox("Output piece measured", range(len(outputs)), key="patch_position",
-                             persist_state="session", format_func=lambda t: f"{t}: {outputs[t]}", width=240,
-                             **compact)
+                             persist_state="session", format_func=lambda t: f"{t}: {viz.piece_text(outputs[t])}",
+                             width=240, **compact)
     patched = None if corrupted.strip() == page.text.strip() else page.patched(corrupted, position)
     if patched is None:  # every effect is 0 up to rounding: a scale over noise would mislead, so nothing is run
         st.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
     elif patched.error:
         st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
     else:
-        st.text(f"log p({outputs[position]}) at output {position}: clean {patched.clean_log_prob:.3f}, "
+        st.text(f"log p({viz.piece_text(outputs[position])}) at output {position}: clean {patched.clean_log_prob:.3f}, "
                 f"corrupted {patched.corrupted_log_prob:.3f}")
         fig = once(viz.patching_figure, dict(patched.heads), dict(patched.positions),
                    {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
@@ -51,7 +56,7 @@ def render(page: Page) -> None:
     show_figure(page, once(viz.logit_lens_figure, list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
                            theme=page.theme), "logit-lens")
     st.caption("Logit lens: each decoder sublayer's residual stream through the final norm and the output projection. "
-               "The last row is the model's own prediction.")
+               f"The last stage, “{lens.stages[-1]}”, is the model's own prediction.")
 
 
 VIEW = View("patching", "Patching", render, needs=("decoder.cross",),

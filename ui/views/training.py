@@ -68,7 +68,7 @@ def render(page: Page) -> None:
     show_figure(page, once(viz.snapshots_figure, forming, current.q_labels, current.k_labels, blocked=current.blocked,
                            columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
                            theme=page.theme), "training-snapshots")
-    st.caption("Every snapshot reads the final model's output (teacher forcing), so the cells line up.")
+    st.caption(f"Every snapshot reads {page.decoder_reads()} (teacher forcing), so the cells line up.")
     if page.lecture:
         show_figure(page, loss, "loss-curve")
 
