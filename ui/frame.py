@@ -7,6 +7,7 @@ import streamlit as st
 from . import passes, presenter, screen, state, turns, warm
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
+from .widgets import folded
 
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
 # fits a 1280 x 720 projector, where the figure must start within the first 320 pixels: little padding above the
@@ -87,8 +88,14 @@ def draw_frame() -> None:
     except passes.CheckpointError as error:  # a file that failed in use (a tokenizer's panic): its message, not a hang
         st.error(str(error))
     finally:
-        for message in st.session_state.url_notices:  # until the user acts (state.restore)
-            notices.warning(message, icon="🔗")
+        messages = st.session_state.url_notices  # until the user acts (state.restore)
+        if messages and lecture:  # one line, the rest on demand: a projector has no height to spare
+            with notices.expander(folded(messages, "notices"), icon="🔗", key="link-notices"):
+                for message in messages:
+                    st.warning(message, icon="🔗")
+        else:
+            for message in messages:
+                notices.warning(message, icon="🔗")
         state.sync()
     if deck is not None:  # the deck's other slides drawn in the background, once this page is
         warm.deck(st.session_state.deck, deck, st.session_state.slide)

@@ -13,7 +13,7 @@ from .page import Page
 from .plain import plain, visible_name
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
-from .widgets import EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, model_output, pieces_shown
+from .widgets import EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, folded, model_output, pieces_shown
 
 
 def use_card_defaults() -> None:
@@ -127,21 +127,12 @@ def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
     return amounts[0], amounts[1]
 
 
-FOLDED_CHARS = 90  # of the first warning, on the folded line: one line at 1280 pixels in lecture mode's large text
-
-
-def folded_warnings(warnings: tuple[str, ...]) -> str:
-    """The warnings on one line: how many, and the start of the first."""
-    first = warnings[0] if len(warnings[0]) <= FOLDED_CHARS else warnings[0][: FOLDED_CHARS - 1].rstrip() + "…"
-    return (f"{len(warnings)} warnings: " if len(warnings) > 1 else "") + first
-
-
 def show_output(page: Page, headline) -> None:
     """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
     mode input and output are one line of plain text in `headline` (beside the view picker)."""
     analysis = page.analysis
     if page.lecture and analysis.warnings:  # one line, the rest on demand: a projector has no height to spare
-        with st.expander(folded_warnings(analysis.warnings), icon="⚠️", key="warnings"):
+        with st.expander(folded(analysis.warnings, "warnings"), icon="⚠️", key="warnings"):
             st.warning(" ".join(analysis.warnings))
     else:
         for warning in analysis.warnings:

@@ -28,6 +28,17 @@ TYPED_TARGET_HELP = ("The target typed in the sidebar, not the model's output: t
 EMPTY_OUTPUT = "(empty: the model ended at once)"
 
 
+FOLDED_CHARS = 90  # of the first message, on a folded line: one line at 1280 pixels in lecture mode's large text
+
+
+def folded(messages: list[str] | tuple[str, ...], what: str) -> str:
+    """Messages on one line, as lecture mode shows them above a figure (the rest on demand): how many `what` there
+    are, and the start of the first (as plain text: a cut code span would show its backtick)."""
+    first = messages[0].replace("`", "")
+    first = first if len(first) <= FOLDED_CHARS else first[: FOLDED_CHARS - 1].rstrip() + "…"
+    return (f"{len(messages)} {what}: " if len(messages) > 1 else "") + first
+
+
 def pieces_shown(tokens) -> list[str]:
     """Pieces as a table or list shows them: word-start markers as middle dots, as in every figure (viz.piece_text)."""
     return [viz.piece_text(token) for token in tokens]
