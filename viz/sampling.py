@@ -9,14 +9,14 @@ from numpy.typing import ArrayLike
 
 from .conventions import Tokens
 from .labels import safe_label
-from .layout import LINE_EM, widest_px
+from .layout import widest_px
 from .theme import Theme, theme_layout, themed_figure
 
 STAGES = ("model", "after temperature", "after top-k / top-p (drawn from)")
 COLOURS = ("rgb(150, 150, 150)", "rgb(255, 127, 14)", "rgb(31, 119, 180)")
 BAR_AREA_PX = {False: 320, True: 420}  # the bars' own width (key: lecture mode)
 MARGIN_PX = (12, 60, 64)  # left (beyond the labels), right (value text), top (title)
-BOTTOM_EM = 2 + 3 * LINE_EM  # under the bars: the axis, then the legend, one stage a line
+BOTTOM_EM = 2.5 + 3 * 1.8  # under the bars: the axis, then the legend (a stage a line) clear of its labels
 ROW_EM = 2.4  # a piece's row, in font sizes
 BAR_WIDTHS = (0.9, 0.64, 0.38)  # each stage's bar, as a fraction of the row: the last, drawn from, on top
 X_TICKS = (0.25, 0.5, 0.75, 1.0)  # no tick at 0: its label would sit under the last piece's

@@ -39,7 +39,7 @@ def render(page: Page) -> None:
     columns = st.columns([4, 1], vertical_alignment="bottom")
     # Every head as a button of its own: a dropdown showed a third of a 36-head model's until a filter was typed.
     chosen = columns[0].pills("Heads to switch off", options, selection_mode="multi", format_func=label, key="ablate",
-                              persist_state="session") or []
+                              persist_state="session", wrap=True) or []
     mode = draw(columns[1].segmented_control, "Replace by", "ablation_mode", ("zero", "mean"), required=True,
                 persist_state="session", help="zero: the head's output is 0. mean: its mean over positions.")
     if not chosen:
