@@ -190,7 +190,7 @@ VIEWS_MEASURED = {
     "headview": ({"kind": "encoder.self"}, [("head-view", "lines")]),
 }
 # view -> the kinds clicked after its link, each measured again on the same page (a rerun, no new page): the
-# decoder's rows, labelled "<s> → ▁Elle", counted on the y axis (the left column of the head view).
+# decoder's rows, labelled "<s> → ·Elle", counted on the y axis (the left column of the head view).
 THEN_KINDS = {"attention": ("decoder.cross", "decoder.self"), "headview": ("decoder.cross",)}
 SIDES = {"encoder.self": {"x": "src", "y": "src"}, "decoder.cross": {"x": "src", "y": "tgt"},  # key side, query side
          "decoder.self": {"x": "tgt", "y": "tgt"}}
@@ -344,7 +344,7 @@ def test_the_inputs_have_the_lengths_measured(shipped_checkpoints):
 def test_every_token_is_labelled_at_every_length(shipped_server, browser, shipped_checkpoints, mode):
     """At 1400 x 1000, and 1280 x 720 in lecture mode, on eng-fra at 8, 24 and 64 tokens and on reverse at 30
     characters: every measured figure of every view labels each source token once on each axis that shows source
-    tokens (each word, with words=1) and each decoder row ("<s> → ▁Elle") once on each axis that shows them (cross
+    tokens (each word, with words=1) and each decoder row ("<s> → ·Elle") once on each axis that shows them (cross
     and decoder self, decoding's growing grid), without colliding labels or text on text; the model view's outer
     axes carry every token and the head it opens does too; the head view's two columns list every token apart,
     inside the figure and the page's column; in lecture mode each view's figure starts within the first 320 px."""
