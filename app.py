@@ -17,10 +17,10 @@ async def warm_first_page(_app: st.App):
     """Draw the page a first visitor gets (the default view of the default checkpoint) once, in a session of its own,
     before the server takes its first connection: torch is imported, the checkpoint loaded, and the model pass and
     figures are built and shared (ui.shared) before anyone waits for them. A page that fails here fails again, with
-    its message, for the visitor. Then decks are warmed in the background (ui.warm): those $ATLAS_WARM_DECKS names
+    its message, for the visitor. Then decks are warmed in the background (ui.deck.warm): those $ATLAS_WARM_DECKS names
     now, the others when first opened."""
     await runtime.get_instance().does_script_run_without_error()
-    from ui import warm
+    from ui.deck import warm
 
     warm.serve()
     yield

@@ -33,6 +33,7 @@ from . import (
     memory,
     model_view,
     sessions,
+    smollm,
     training,
 )
 from .common import Setup
@@ -47,11 +48,12 @@ FIGURES = {
     "first_visit": browser.first_figure,  # the first figure for the first visitor of a fresh server
     "memory": memory.measure,  # 6. peak RSS
     "model_view": model_view.measure,  # the model view figure's build time and size
-    "load": sessions.measure,  # many sessions at once (benchmarks/load.py)
-    "deck": lecture_deck.measure,  # a room following a lecturer's deck, warmed and not (benchmarks/load.py --deck)
+    "load": sessions.measure,  # many sessions at once (benchmarks.load)
+    "deck": lecture_deck.measure,  # a room following a lecturer's deck, warmed and not (benchmarks.load --deck)
     "batching": batching.measure,  # translations decoded as one batch ÷ one at a time
-    "hall": batching.hall,  # a hall typing its own sentences at once, batching on and off (benchmarks/load.py)
+    "hall": batching.hall,  # a hall typing its own sentences at once, batching on and off (benchmarks.load --hall)
     "gpu": gpu.measure,  # the 256-token model view's model work on a GPU, where there is one
+    "smollm": smollm.measure,  # a random model of SmolLM2-135M's shape: Enter, model view, capture, server memory
 }
 UNITS = {"×": "{:.2f}×", "s": "{:.3f} s", "MB": "{:.1f} MB", "B": "{:,.0f} B", "": "{:g}"}
 

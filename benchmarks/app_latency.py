@@ -41,16 +41,13 @@ def checked(app):
 def new_session(checkpoint_name: str, text: str):
     """A session that has not run yet, opened on a link to `text`, with every cache cleared (Streamlit's and
     ui.shared's): its first run loads the checkpoint and translates, as the first visitor after a start does."""
-    import streamlit as st
     from streamlit.logger import set_log_level
     from streamlit.testing.v1 import AppTest
 
     import ui.shared
 
     set_log_level("error")  # clearing the caches outside a script run warns that there is no runtime: expected
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    ui.shared.clear()  # the passes and figures every session shares
+    ui.shared.clear()  # the passes, figures and lookups every session shares
     app = AppTest.from_file(str(ROOT / "app.py"), default_timeout=RUN_S)
     app.query_params.update(checkpoint=checkpoint_name, text=text)
     return app

@@ -68,7 +68,7 @@ def measure(setup: Setup) -> list[dict]:
             def open_page(tokens: int) -> None:
                 """A new session on the model view of the n-token checkpoint, drawn for its short example, with a
                 new n-token input typed but not yet submitted."""
-                page.goto(f"{url}?checkpoint={checkpoints[tokens].name}&view=model&kind=decoder.cross")
+                page.goto(f"{url}?checkpoint={checkpoints[tokens].name}&view=model&kind=decoder.cross_attn")
                 page.wait_for_function(DRAWN, arg=example_tokens[tokens], polling="raf")
                 box.fill(next(texts[tokens]))
 

@@ -11,7 +11,7 @@ from .fixtures import random_ids, widened
 FIGURE = "capture overhead"
 TARGET_TOKENS = 64  # the length the targets are set at (eng-fra's max_len)
 ALL_AT_MOST, ONE_LAYER_AT_MOST = 1.25, 1.05
-ONE_LAYER = ["decoder.0.self", "decoder.0.cross"]  # every attention block of one decoder layer
+ONE_LAYER = ["decoder.layers.0.self_attn", "decoder.layers.0.cross_attn"]  # every attention block of one decoder layer
 
 
 def measure(setup: Setup) -> list[dict]:

@@ -9,8 +9,8 @@ import functools
 import torch
 
 from transformer import Checkpoint, beam_search, greedy, load_checkpoint
-from transformer.data import source_ids
-from transformer.decoding import output_limit
+from transformer.inference.decoding import output_limit
+from transformer.io.text import source_ids
 
 from .common import Setup, result, side_by_side
 from .fixtures import distinct_texts, random_ids, wide_checkpoints, widened

@@ -11,9 +11,9 @@ from pathlib import Path
 import torch
 
 from transformer import Transformer, TransformerConfig
-from transformer.checkpoint import ModelCard, save_checkpoint
-from transformer.data import source_ids
-from transformer.tokenizer import Tokenizer
+from transformer.io.checkpoint import ModelCard, save_checkpoint
+from transformer.io.text import source_ids
+from transformer.io.tokenizer import Tokenizer
 
 from .common import Setup
 

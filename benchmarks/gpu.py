@@ -30,7 +30,7 @@ def measure(setup: Setup) -> list[dict]:
             output = greedy(model, ids, tokens + 1)
             with capture(model) as record:
                 model(ids, output[:, :-1])
-        weights = record.stack("decoder.cross").cpu()  # (layers, heads, tgt_len, src_len), synchronises
+        weights = record.stack("decoder.cross_attn").cpu()  # (layers, heads, tgt_len, src_len), synchronises
         return output.cpu(), weights
 
     (cpu_out, cpu_weights), (gpu_out, gpu_weights) = model_view_pass(on_cpu), model_view_pass(on_gpu)

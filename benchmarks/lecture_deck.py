@@ -1,5 +1,5 @@
 """A room following a lecturer through the shipped deck, on a server that warms it and one that does not:
-benchmarks/load.py's --deck on the shipped checkpoints, summarised."""
+the load test's --deck (benchmarks.load.deck) on the shipped checkpoints, summarised."""
 from __future__ import annotations
 
 import shutil
@@ -24,9 +24,9 @@ def shipped_folder(setup: Setup) -> Path:
 
 def measure(setup: Setup) -> list[dict]:
     try:
-        from .load import run_deck  # optional: the load test lives in its own module
+        from .load import run_deck  # optional: the load test is a package of its own
     except ImportError as error:
-        return [skipped(FIGURE, f"benchmarks/load.py cannot be imported ({error})")]
+        return [skipped(FIGURE, f"benchmarks.load cannot be imported ({error})")]
     students, slides = (2, 2) if setup.smoke else (40, None)
     deck = run_deck(shipped_folder(setup), students=students, slides=slides, log_dir=setup.workdir)
     case = f"{students} students following the shipped deck ({deck['slides']} slides)"

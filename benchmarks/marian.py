@@ -79,7 +79,7 @@ def worker(folder: str) -> dict:
         start = time.perf_counter()
         translation = checkpoint.translate(text, max_len=TOKENS + 1)
         timings.append(time.perf_counter() - start)
-    stack = translation.attention.stack("encoder.self").numpy()  # (layers, heads, src_len, src_len)
+    stack = translation.attention.stack("encoder.self_attn").numpy()  # (layers, heads, src_len, src_len)
     src = translation.src_tokens
     head, grid = [], []
     for _ in range(3):
@@ -111,7 +111,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.worker)))
         return
-    from transformer.convert import convert_marian
+    from transformer.io.convert import convert_marian
 
     with tempfile.TemporaryDirectory() as workdir:
         hf, atlas = Path(workdir) / "hf", Path(workdir) / "opus-mt-en-fr-shape"

@@ -1,4 +1,4 @@
-"""Many sessions at once: benchmarks/load.py's load test on the measured checkpoint, summarised."""
+"""Many sessions at once: the load test (benchmarks.load) on the measured checkpoint, summarised."""
 from __future__ import annotations
 
 from .common import Setup, result, skipped
@@ -9,9 +9,9 @@ FIGURE = "load"
 
 def measure(setup: Setup) -> list[dict]:
     try:
-        from .load import run_load  # optional: the load test lives in its own module
+        from .load import run_load  # optional: the load test is a package of its own
     except ImportError as error:
-        return [skipped(FIGURE, f"benchmarks/load.py cannot be imported ({error})")]
+        return [skipped(FIGURE, f"benchmarks.load cannot be imported ({error})")]
     sessions, seconds = (2, 3) if setup.smoke else (20, 30)
     # letters: the worst case on a translation checkpoint (every output runs to max_len); typed: its dev sentences.
     # The smoke run's random checkpoint has no inputs of its own to type.

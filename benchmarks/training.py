@@ -5,9 +5,9 @@ import torch
 from torch import nn
 
 from transformer import Transformer, TransformerConfig
-from transformer.checkpoint import CONFIG_FILE
-from transformer.model import Embedding
-from transformer.train import batch_loss
+from transformer.io.checkpoint import CONFIG_FILE
+from transformer.model.model import Embedding
+from transformer.training.train import batch_loss
 
 from .common import Setup, result, side_by_side
 
@@ -62,7 +62,7 @@ def training_batch(config: TransformerConfig, sentences: int, longest: int, seed
 
 
 def trainer(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor):
-    """One optimizer step of transformer.train's recipe (Adam, label smoothing, clipping) as a function."""
+    """One optimizer step of transformer.training.train's recipe (Adam, label smoothing, clipping) as a function."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     model.train()
 

@@ -19,17 +19,17 @@ from deploy.server import streamlit_server  # noqa: E402
 
 SETTLE_MS = 15_000  # the first pass, its figures and Plotly's drawing, on 2 CPU cores
 SHOTS = {  # file name: (viewport, link)
-    "screenshot-attention.png": ((1400, 1150), {"view": "attention", "kind": "encoder.self", "text": (
+    "screenshot-attention.png": ((1400, 1150), {"view": "attention", "kind": "encoder.self_attn", "text": (
         "When the teacher opened the wooden door, the students quietly walked into the bright classroom.")}),
-    "screenshot-model-view.png": ((1600, 1330), {"view": "model", "kind": "encoder.self",
+    "screenshot-model-view.png": ((1600, 1330), {"view": "model", "kind": "encoder.self_attn",
                                                  "text": "She is reading a good book."}),
     "screenshot-decoding.png": ((1400, 1000), {"view": "decoding", "step": 2,
                                                "text": "The children are playing in the garden."}),
-    "screenshot-inside.png": ((1280, 720), {"view": "inside", "kind": "decoder.cross", "layer": 1, "head": 1,
+    "screenshot-inside.png": ((1280, 720), {"view": "inside", "kind": "decoder.cross_attn", "layer": 1, "head": 1,
                                             "query": 2, "inside_step": 2, "lecture": 1, "text": (
         "When the teacher opened the wooden door, the students quietly walked into the bright classroom.")}),
-    "screenshot-induction.png": ((1400, 1400), {"checkpoint": "induction", "view": "training", "kind": "decoder.self",
-                                                "layer": 1, "head": 3, "lecture": 1,
+    "screenshot-induction.png": ((1400, 1400), {"checkpoint": "induction", "view": "training",
+                                                "kind": "decoder.self_attn", "layer": 1, "head": 3, "lecture": 1,
                                                 "text": "xq7 bnz tt0 kz9 xq7 bnz"}),
 }
 

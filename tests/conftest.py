@@ -25,7 +25,7 @@ from helpers import (
     small_model,
 )
 from transformer import Transformer
-from transformer.tasks import REVERSE_ALPHABET
+from transformer.data.tasks import REVERSE_ALPHABET
 
 # Every figure the tests build is also validated by plotly.py and must give the same JSON (viz.theme.themed_figure);
 # the app servers the browser tests start inherit it.
@@ -39,7 +39,7 @@ def model() -> Transformer:
 
 
 def short_reverse_pairs(task: str, n: int, seed: int) -> list[tuple[str, str]]:
-    """Stands in for transformer.tasks.generate while the test checkpoints train: `n` short strings, reversed."""
+    """Stands in for transformer.data.tasks.generate while the test checkpoints train: `n` short strings, reversed."""
     rng = random.Random(seed)
     texts = ["".join(rng.choice(REVERSE_ALPHABET) for _ in range(rng.randint(*TINY_LENGTHS))) for _ in range(n)]
     return [(text, text[::-1]) for text in texts]
@@ -59,7 +59,7 @@ def trained_checkpoint(name: str) -> Path:
     folder; a folder appears there only complete (trained beside it, then renamed)."""
     folder = CACHE / recipe_key(name) / name
     if not (folder / "card.json").exists():
-        from transformer import train
+        from transformer.training import train
 
         CACHE.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="training-", dir=CACHE)) / name

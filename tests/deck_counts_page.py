@@ -1,11 +1,12 @@
-"""The app's page with its deck warming (ui.warm), for tests/test_deck_warm.py; `?counts=1` instead shows how many
+"""The app's page with its deck warming (ui.deck.warm), for tests/test_deck_warm.py; `?counts=1` instead shows how many
 model passes and figures this server process has built (the misses of ui.shared's caches), as JSON."""
 import contextlib
 import json
 
 import streamlit as st
 
-from ui import shared, warm
+from ui import shared
+from ui.deck import warm
 from ui.widgets import OUTPUT_HELP
 
 

@@ -2,12 +2,15 @@
 module; conftest.py holds the fixtures and the tiny checkpoint's training recipe."""
 from __future__ import annotations
 
+import ast
+import base64
 import os
 import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -115,6 +118,14 @@ def outputs(at) -> list[str]:
     return [text.value for text in at.text if text.proto.help == OUTPUT_HELP]
 
 
+def plotly_values(data) -> np.ndarray:
+    """A trace's numbers as Plotly's JSON ships them: a list, or a typed array ({"bdata", "dtype", "shape"})."""
+    if isinstance(data, dict):
+        shape = [int(size) for size in str(data.get("shape", "-1")).split(",")]
+        return np.frombuffer(base64.b64decode(data["bdata"]), dtype=data["dtype"]).reshape(shape)
+    return np.asarray(data, dtype=float)
+
+
 def count_calls(monkeypatch, owner: object, name: str) -> list[int]:
     """Count the calls of `owner.name` from now on (monkeypatched for the test): [calls]."""
     calls, original = [0], getattr(owner, name)
@@ -125,3 +136,21 @@ def count_calls(monkeypatch, owner: object, name: str) -> list[int]:
 
     monkeypatch.setattr(owner, name, counted)
     return calls
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, relative imports resolved, and each imported name as if it were a module."""
+    modules = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            package = ".".join(path.relative_to(ROOT).parent.parts[: len(path.relative_to(ROOT).parts) - node.level])
+            base = ".".join(part for part in (package if node.level else "", node.module or "") if part)
+            modules.add(base)
+            modules.update(f"{base}.{alias.name}".strip(".") for alias in node.names)
+    return modules
+
+
+def reaches(modules: set[str], forbidden: tuple[str, ...]) -> set[str]:
+    return {module for module in modules if module.split(".")[0] in forbidden or module in forbidden}

@@ -2,7 +2,6 @@
 (query parameters) and bad input. A tiny model's attention is noise, but the app must behave the same."""
 from __future__ import annotations
 
-import base64
 import json
 import os
 import pickle
@@ -18,17 +17,17 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import transformer
-import transformer.attribution
-import transformer.batching
-import transformer.checkpoint
-import transformer.corpus
-import transformer.patching
-import transformer.tokenizer
+import transformer.analysis.attribution
+import transformer.analysis.corpus_heads
+import transformer.analysis.patching
+import transformer.inference.batching
+import transformer.io.checkpoint
+import transformer.io.tokenizer
 import ui.passes
 import ui.shared
 import viz
-from helpers import LOADABLE, ROOT, TRAINING, checkpoints_folder, outputs
-from ui.plain import plain
+from helpers import LOADABLE, ROOT, TRAINING, checkpoints_folder, outputs, plotly_values
+from ui.literal_text import plain
 from ui.state import URL_STATE
 from ui.views import VIEWS
 
@@ -49,20 +48,14 @@ def figure(at: AppTest, index: int = 0) -> dict:
     return json.loads(charts(at)[index].proto.spec)
 
 
-def array(z: dict) -> np.ndarray:
-    """A heatmap's values as Plotly ships them (a typed array)."""
-    shape = [int(size) for size in z["shape"].split(",")]
-    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape)
-
-
 def weights(at: AppTest) -> np.ndarray:
     """The values of the first figure's heatmap."""
-    return array(figure(at)["data"][0]["z"])
+    return plotly_values(figure(at)["data"][0]["z"])
 
 
 def panels(at: AppTest, index: int = 0) -> list[np.ndarray]:
     """The value matrices of a figure's panels, left to right (mask overlays left out: they have no colour axis)."""
-    return [array(trace["z"]) for trace in figure(at, index)["data"] if trace.get("coloraxis")]
+    return [plotly_values(trace["z"]) for trace in figure(at, index)["data"] if trace.get("coloraxis")]
 
 
 def view_picker(at: AppTest):
@@ -111,7 +104,7 @@ def test_a_new_head_layer_or_kind_redraws_without_running_the_model(app, monkeyp
     assert len(calls) == 1
     title = figure(at)["layout"]["title"]["text"]
     at.segmented_control(key="head").set_value(2).run()
-    at.segmented_control(key="kind").set_value("encoder.self").run()
+    at.segmented_control(key="kind").set_value("encoder.self_attn").run()
     at.toggle(key="average").set_value(True).run()
     ok(at)
     assert len(calls) == 1
@@ -132,27 +125,47 @@ def test_a_second_session_on_the_same_link_builds_no_figure(app, view):
 
 
 def test_a_link_restores_the_view(app):
-    at = ok(app(checkpoint=LOADABLE[1], text="link7", view="compare", kind="encoder.self", head="2", compare="layers",
-                lecture="1", image="svg"))
+    at = ok(app(checkpoint=LOADABLE[1], text="link7", view="compare", kind="encoder.self_attn", head="2",
+                compare="layers", lecture="1", image="svg"))
     assert at.selectbox(key="checkpoint").value == LOADABLE[1]
     assert at.text_input(key="text").value == "link7"
     assert view_picker(at).value == "compare"
     assert at.segmented_control(key="compare").value == "layers"
-    assert at.segmented_control(key="kind").value == "encoder.self"
+    assert at.segmented_control(key="kind").value == "encoder.self_attn"
     assert at.toggle(key="lecture").value is True
     assert not at.warning  # nothing in the link was refused
     assert at.query_params["head"] == "2" and at.query_params["lecture"] == "1"
     assert json.loads(charts(at)[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
 
 
+def test_links_and_decks_with_short_attention_names_show_the_same_view(app, monkeypatch, tmp_path):
+    """A kind or head by its short name ('decoder.cross', 'decoder.0.cross:1'), from a link or a deck's slide, opens
+    what the site's own name opens, and the address bar then holds the own name."""
+    own = ok(app(text="abc12", kind="decoder.cross_attn", layer="1", head="2"))
+    short = ok(app(text="abc12", kind="decoder.cross", layer="1", head="2"))
+    assert short.segmented_control(key="kind").value == "decoder.cross_attn" and not link_notices(short)
+    assert short.query_params["kind"] == "decoder.cross_attn"
+    np.testing.assert_array_equal(weights(short), weights(own))
+    ablation = ok(app(view="ablation", text="ablate5", ablate="decoder.0.cross:1,encoder.0.self:2"))
+    assert ablation.pills(key="ablate").value == ["decoder.layers.0.cross_attn:1", "encoder.layers.0.self_attn:2"]
+    assert not link_notices(ablation) and len(outputs(ablation)) == 3  # the output, then intact and ablated
+    (tmp_path / "short.toml").write_text('[[slides]]\ntitle = "Short"\n[slides.link]\nview = "attention"\n'
+                                         'text = "abc12"\nkind = "decoder.cross"\nlayer = 1\nhead = 2\n')
+    monkeypatch.setenv("ATLAS_DECKS", str(tmp_path))
+    slide = ok(app(deck="short"))
+    assert slide.segmented_control(key="kind").value == "decoder.cross_attn" and not link_notices(slide)
+    np.testing.assert_array_equal(weights(slide), weights(own))
+
+
 def test_a_bad_link_falls_back_to_defaults_with_a_notice(app):
-    at = ok(app(checkpoint="../" + LOADABLE[1], layer="abc", head="99", view="nope", kind="decoder.self", step="-4"))
+    at = ok(app(checkpoint="../" + LOADABLE[1], layer="abc", head="99", view="nope", kind="decoder.self_attn",
+                step="-4"))
     notices = " ".join(texts(at.warning))
     for name in ("checkpoint", "layer", "head", "view"):
         assert f"`{name}`" in notices
     assert at.selectbox(key="checkpoint").value == LOADABLE[0]  # never a path outside the checkpoints folder
     assert view_picker(at).value == "attention"
-    assert at.segmented_control(key="kind").value == "decoder.self"  # the valid parts of the link are kept
+    assert at.segmented_control(key="kind").value == "decoder.self_attn"  # the valid parts of the link are kept
     assert (at.segmented_control(key="layer").value, at.segmented_control(key="head").value) == (0, 0)
     assert at.query_params["head"] == "0"
     assert charts(at)
@@ -247,7 +260,7 @@ def test_export_offers_attention_tables_and_the_translation(app):
 
 
 def test_stages_and_mask_overlays(app):
-    at = ok(app(kind="decoder.self"))
+    at = ok(app(kind="decoder.self_attn"))
     assert any(trace["name"] == "causal" for trace in figure(at)["data"])
     at.toggle(key="masks").set_value(False).run()
     assert not any(trace.get("name") == "causal" for trace in figure(ok(at))["data"])
@@ -269,7 +282,7 @@ def test_padding_shows_the_padding_masks_and_keeps_the_output(app):
 
 
 def test_padding_leaves_the_real_positions_attention_unchanged(app):
-    at = ok(app(text="same7", kind="encoder.self"))
+    at = ok(app(text="same7", kind="encoder.self_attn"))
     plain = weights(at)
     at.slider(key="pad_src").set_value(3).run()
     padded = weights(ok(at))
@@ -314,7 +327,7 @@ def test_the_decoding_view_stops_where_the_sidebars_output_does(app, tiny_checkp
     with torch.no_grad():
         checkpoint.model.generator.bias[checkpoint.config.eos_id] = -1e4  # EOS is never chosen
     root = tmp_path / "checkpoints"
-    transformer.checkpoint.save_checkpoint(root / "endless", checkpoint.model, checkpoint.card,
+    transformer.io.checkpoint.save_checkpoint(root / "endless", checkpoint.model, checkpoint.card,
                                            checkpoint.src_tokenizer, checkpoint.tgt_tokenizer)
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
     at = ok(app(checkpoint="endless", view="decoding", text="abc"))
@@ -401,13 +414,13 @@ def test_the_word_switch_merges_pieces_into_words(app, view):
 
 def test_word_level_weights_are_the_merged_pieces(app):
     """The attention view at word level draws viz.merge_words of the head the analysis holds: rows still sum to 1."""
-    at = ok(app(view="attention", kind="encoder.self", text="step99", words="1", masks="0"))
-    z = array(figure(at)["data"][0]["z"])
+    at = ok(app(view="attention", kind="encoder.self_attn", text="step99", words="1", masks="0"))
+    z = plotly_values(figure(at)["data"][0]["z"])
     assert np.allclose(np.nansum(z, axis=1), 1.0, atol=1e-4)
 
 
 def test_head_view_draws_lines_for_each_chosen_head(app):
-    at = ok(app(view="headview", kind="decoder.self", text="step99", lines_heads="0,1"))
+    at = ok(app(view="headview", kind="decoder.self_attn", text="step99", lines_heads="0,1"))
     legend = [trace.get("name") for trace in figure(at)["data"] if trace.get("showlegend") is not False
               and trace.get("mode") == "lines"]
     assert legend == ["L0 H0", "L0 H1"]
@@ -421,26 +434,27 @@ def corpus_tables(at: AppTest) -> list:
 
 def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path):
     """Nothing runs until the button is pressed; then the ranking and the chosen head's sentences are exactly
-    transformer.corpus's on the same corpus (every row, as plain text)."""
+    transformer.analysis.corpus_heads's on the same corpus (every row, as plain text)."""
     at = ok(app(view="heads", corpus_stat="eos_share"))
     assert not corpus_tables(at)
     at.number_input(key="corpus_count").set_value(9).run()
     at.button(key="corpus-run").click().run()
     checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
     out = tmp_path / "heads.parquet"
-    transformer.corpus.run(checkpoint, out, transformer.corpus.corpus_pairs(checkpoint, 9), progress=False)
+    heads = transformer.analysis.corpus_heads
+    heads.run(checkpoint, out, heads.corpus_pairs(checkpoint, 9), progress=False)
     ranking, _ = corpus_tables(ok(at))
-    expected = transformer.corpus.rank_heads(out, "eos_share")
+    expected = transformer.analysis.corpus_heads.rank_heads(out, "eos_share")
     assert ranking.iloc[0].tolist() == expected.iloc[0].tolist()
     pd.testing.assert_frame_equal(ranking, expected)  # every head, in the library's order
     kind, layer, head = expected.iloc[-1][["kind", "layer", "head"]]
     at.selectbox(key="corpus_head").set_value((kind, layer, head)).run()
     _, top = corpus_tables(ok(at))
-    pd.testing.assert_frame_equal(top, transformer.corpus.top_sentences(out, kind, int(layer), int(head),
+    pd.testing.assert_frame_equal(top, transformer.analysis.corpus_heads.top_sentences(out, kind, int(layer), int(head),
                                                                         "eos_share", 10))
     at.selectbox(key="corpus_stat").set_value("entropy").run()  # another statistic: no new run, a new ranking
     ranking, _ = corpus_tables(ok(at))
-    pd.testing.assert_frame_equal(ranking, transformer.corpus.rank_heads(out, "entropy"))
+    pd.testing.assert_frame_equal(ranking, transformer.analysis.corpus_heads.rank_heads(out, "entropy"))
     assert at.query_params["corpus_stat"] == "entropy"
     made = ui.passes.corpus_file(ui.passes.checkpoint_path(LOADABLE[0]), ui.passes.version_of(LOADABLE[0]), 9)
     assert made.sentences == 9 and Path(made.parquet).exists()  # the app's own run, cached
@@ -497,11 +511,12 @@ def test_the_masks_note_in_lecture_mode_points_at_a_control_it_can_reach(app):
 
 def test_ablation_shows_both_outputs(app):
     at = ok(app(view="ablation", text="ablate5"))
-    at.pills(key="ablate").set_value(["decoder.0.cross:0", "decoder.0.cross:1", "encoder.0.self:2"]).run()
+    heads = ["decoder.layers.0.cross_attn:0", "decoder.layers.0.cross_attn:1", "encoder.layers.0.self_attn:2"]
+    at.pills(key="ablate").set_value(heads).run()
     ok(at)
     assert len(outputs(at)) == 3  # the output above, then intact and ablated side by side
     assert any("with heads off" in table.value.columns for table in at.dataframe)
-    assert at.query_params["ablate"] == "decoder.0.cross:0,decoder.0.cross:1,encoder.0.self:2"
+    assert at.query_params["ablate"] == ",".join(heads)
 
 
 def test_training_shows_the_loss_curve_and_each_snapshot(app):
@@ -515,14 +530,14 @@ def test_training_shows_the_loss_curve_and_each_snapshot(app):
 def test_the_training_views_last_panel_is_the_final_models_pass(app, app_checkpoints, padding):
     """Every snapshot reads the same ids (the sidebar's, padding included): the final model's panel holds exactly
     the weights of a teacher-forced pass of the final model over them, and the first snapshot's differ."""
-    at = ok(app(view="training", text="train3", kind="decoder.cross", layer="1", head="1", **padding))
+    at = ok(app(view="training", text="train3", kind="decoder.cross_attn", layer="1", head="1", **padding))
     checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
     src, tgt = checkpoint.encode("train3"), checkpoint.translate("train3").tgt_ids
     src += [checkpoint.config.pad_id] * int(padding.get("pad_src", 0))
     tgt += [checkpoint.config.pad_id] * int(padding.get("pad_tgt", 0))
     with torch.no_grad(), transformer.capture(checkpoint.model) as record:
         checkpoint.model(torch.tensor([src]), torch.tensor([tgt]))
-    expected = record["decoder.1.cross"][0, 1].numpy()
+    expected = record["decoder.layers.1.cross_attn"][0, 1].numpy()
     across = panels(at, 2)
     assert across[-1].shape == expected.shape and np.allclose(across[-1], expected, atol=1e-6)
     assert not np.allclose(across[0], expected, atol=1e-3)
@@ -565,8 +580,8 @@ BAD_LINKS = {
     "checkpoint-up-and-over": ({"checkpoint": "../" + LOADABLE[1]}, "selectbox", "checkpoint", LOADABLE[0]),
     "checkpoint-absolute": ({"checkpoint": "/etc"}, "selectbox", "checkpoint", LOADABLE[0]),
     "unknown-view": ({"view": "nope"}, "segmented_control", "view", "attention"),
-    "unknown-kind": ({"kind": "encoder.cross"}, "segmented_control", "kind", "decoder.cross"),
-    "markup-as-kind": ({"kind": "<b>x</b>"}, "segmented_control", "kind", "decoder.cross"),
+    "unknown-kind": ({"kind": "encoder.cross_attn"}, "segmented_control", "kind", "decoder.cross_attn"),
+    "markup-as-kind": ({"kind": "<b>x</b>"}, "segmented_control", "kind", "decoder.cross_attn"),
     "bad-flag": ({"masks": "maybe"}, "toggle", "masks", True),
     "bad-lecture-flag": ({"lecture": "2"}, "toggle", "lecture", False),
     "unknown-decoding": ({"decoding": "sampling"}, "segmented_control", "decoding", "greedy"),
@@ -587,8 +602,9 @@ BAD_LINKS = {
     "checkpoint-b-outside": ({"view": "compare", "compare": "checkpoints", "checkpoint_b": "../x"}, "selectbox",
                              "checkpoint_b", LOADABLE[1]),
     "unknown-snapshot": ({"view": "training", "snapshot": "../model"}, "select_slider", "snapshot", "final"),
-    "unknown-heads-to-ablate": ({"view": "ablation", "ablate": "decoder.9.cross:0,encoder.0.self:99"}, "pills",
-                                "ablate", []),
+    "unknown-heads-to-ablate": ({"view": "ablation",
+                                 "ablate": "decoder.layers.9.cross_attn:0,encoder.layers.0.self_attn:99"},
+                                "pills", "ablate", []),
     "unknown-ablation-mode": ({"view": "ablation", "ablation_mode": "noise"}, "segmented_control", "ablation_mode",
                               "zero"),
     "too-few-positions": ({"view": "positional", "pe_positions": "1"}, "slider", "pe_positions", 34),
@@ -643,6 +659,7 @@ def plant_pickle(folder: Path, marker: Path) -> None:
         def __reduce__(self):
             return open, (str(marker), "w")
 
+    (folder / "model.safetensors").unlink()  # a torch zip's place: the pickle is what would be read
     (folder / "model.pt").write_bytes(pickle.dumps({"weights": Exploit()}))
 
 
@@ -655,8 +672,8 @@ def change_json(folder: Path, file: str, **changes) -> None:
 # How a checkpoint folder breaks -> the file its error must name.
 BREAKAGES = {
     "pickle-that-runs-code": (lambda folder, marker: plant_pickle(folder, marker), "model.pt"),
-    "truncated-weights": (lambda folder, _: (folder / "model.pt").write_bytes((folder / "model.pt").read_bytes()[:999]),
-                          "model.pt"),
+    "truncated-weights": (lambda folder, _: (folder / "model.safetensors").write_bytes(
+        (folder / "model.safetensors").read_bytes()[:999]), "model.safetensors"),
     "missing-tokenizer": (lambda folder, _: (folder / "src.model").unlink(), "src.model"),
     "corrupt-tokenizer": (lambda folder, _: (folder / "tgt.model").write_bytes(b"not a sentencepiece model"),
                           "tgt.model"),
@@ -694,13 +711,14 @@ def test_a_broken_checkpoint_is_listed_as_broken_and_the_others_keep_working(app
 def full_link(checkpoints: Path) -> dict[str, str]:
     """A valid value, other than its default, for every URL parameter (on the test checkpoints)."""
     snapshots = transformer.load_checkpoint(checkpoints / LOADABLE[1]).snapshot_names()
-    return {"checkpoint": LOADABLE[1], "text": "link7", "view": "attention", "kind": "encoder.self", "layer": "0",
+    return {"checkpoint": LOADABLE[1], "text": "link7", "view": "attention", "kind": "encoder.self_attn", "layer": "0",
             "head": "2", "average": "1", "masks": "0", "stages": "1", "values": "1", "own_scale": "1",
             "decoding": "beam", "beam": "3", "pad_src": "2", "pad_tgt": "1", "lecture": "1", "dark": "1",
             "image": "svg", "step": "1", "step_mode": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9",
             "seed": "3", "tree_beam": "3", "node": "1", "compare": "snapshots", "layer_b": "0", "head_b": "3",
             "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
-            "snapshot": snapshots[0], "ablate": "decoder.0.cross:1,encoder.0.self:3", "ablation_mode": "mean",
+            "snapshot": snapshots[0], "ablate": "decoder.layers.0.cross_attn:1,encoder.layers.0.self_attn:3",
+            "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
             "patch_position": "1", "corpus_stat": "eos_share", "query": "1", "inside_step": "2", "neuron": "3",
@@ -745,12 +763,12 @@ def test_a_typed_sentence_stays_across_checkpoints_of_one_task_and_an_example_gi
 
 def test_a_link_to_layer_1_opens_layer_1(app, reverse_checkpoints, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
-    at = ok(app(text="abc12", kind="encoder.self", layer="1", head="2"))
+    at = ok(app(text="abc12", kind="encoder.self_attn", layer="1", head="2"))
     assert not link_notices(at)
     assert at.segmented_control(key="layer").value == 1
     assert figure(at)["layout"]["title"]["text"] == "encoder self · layer 1 · head 2"
     expected = transformer.load_checkpoint(reverse_checkpoints / "reverse").translate("abc12").attention
-    np.testing.assert_allclose(weights(at), expected.stack("encoder.self")[1, 2].numpy(), atol=1e-6)
+    np.testing.assert_allclose(weights(at), expected.stack("encoder.self_attn")[1, 2].numpy(), atol=1e-6)
 
 
 def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypatch):
@@ -761,7 +779,7 @@ def test_padding_runs_one_teacher_forced_pass_and_no_new_decoding(app, monkeypat
     monkeypatch.setattr(transformer.Transformer, "forward",
                         lambda self, *args, **kwargs: forwards.append(args) or forward(self, *args, **kwargs))
     ui.shared.clear()
-    at = ok(app(text="count9", kind="encoder.self"))
+    at = ok(app(text="count9", kind="encoder.self_attn"))
     decoded = len(forwards)
     at.slider(key="pad_src").set_value(2).run()
     assert (len(translations), len(forwards)) == (1, decoded + 1)
@@ -793,8 +811,8 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
         return tokenise
 
     for method in ("encode", "encode_pieces"):
-        monkeypatch.setattr(transformer.tokenizer.Tokenizer, method,
-                            counted(getattr(transformer.tokenizer.Tokenizer, method)))
+        monkeypatch.setattr(transformer.io.tokenizer.Tokenizer, method,
+                            counted(getattr(transformer.io.tokenizer.Tokenizer, method)))
     for method in ("translate", "prepare", "decode_batch", "explain"):
         monkeypatch.setattr(transformer.Checkpoint, method, counted_translate(getattr(transformer.Checkpoint, method)))
     ui.shared.clear()
@@ -809,11 +827,11 @@ def test_the_ui_tokenises_the_input_only_inside_translate(app, monkeypatch):
 
 
 def test_compare_draws_a_minus_b_of_two_heads(app, app_checkpoints):
-    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self", head="0", layer_b="0",
+    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self_attn", head="0", layer_b="0",
                 head_b="2"))
     a, b, difference = panels(at)
     stack = transformer.load_checkpoint(app_checkpoints / LOADABLE[0]).translate("cmp42").attention.stack(
-        "encoder.self").numpy()
+        "encoder.self_attn").numpy()
     np.testing.assert_allclose(a, stack[0, 0], atol=1e-6)
     np.testing.assert_allclose(b, stack[0, 2], atol=1e-6)
     np.testing.assert_allclose(difference, a - b, atol=1e-6)
@@ -822,10 +840,10 @@ def test_compare_draws_a_minus_b_of_two_heads(app, app_checkpoints):
 
 def test_compare_draws_a_minus_b_of_two_layers(app, reverse_checkpoints, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
-    at = ok(app(view="compare", compare="layers", text="abc12", kind="decoder.cross", layer="0", layer_b="1"))
+    at = ok(app(view="compare", compare="layers", text="abc12", kind="decoder.cross_attn", layer="0", layer_b="1"))
     a, b, difference = panels(at)
     stack = transformer.load_checkpoint(reverse_checkpoints / "reverse").translate("abc12").attention.stack(
-        "decoder.cross").numpy()
+        "decoder.cross_attn").numpy()
     np.testing.assert_allclose(a, stack[0].mean(axis=0), atol=1e-6)  # a layer is the mean of its heads
     np.testing.assert_allclose(b, stack[1].mean(axis=0), atol=1e-6)
     np.testing.assert_allclose(difference, a - b, atol=1e-6)
@@ -848,8 +866,9 @@ def test_compare_offers_two_checkpoints_only_with_the_same_vocabulary(app, rever
 
 
 def test_ablation_shows_what_the_library_computes_with_those_heads_off(app, app_checkpoints):
-    text, heads = "ablate5", {"decoder.0.cross": [0, 1, 2, 3]}
-    at = ok(app(view="ablation", text=text, ablate=",".join(f"decoder.0.cross:{head}" for head in range(4))))
+    text, heads = "ablate5", {"decoder.layers.0.cross_attn": [0, 1, 2, 3]}
+    at = ok(app(view="ablation", text=text,
+                ablate=",".join(f"decoder.layers.0.cross_attn:{head}" for head in range(4))))
     intact_table, changed_table = [table.value for table in at.dataframe]  # the sidebar's pieces are closed
     checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
     intact = checkpoint.translate(text)
@@ -890,16 +909,17 @@ def test_attribution_views_render_on_reverse(app, reverse_checkpoints, monkeypat
 
 def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch):
     """The chosen piece by every method, computed for that piece alone; every piece once the overview is opened."""
-    expected = transformer.attribution.explain(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]), "attr9")
+    checkpoint = transformer.load_checkpoint(app_checkpoints / LOADABLE[0])
+    expected = transformer.analysis.attribution.explain(checkpoint, "attr9")
     ui.shared.clear()
     asked = []
-    attribute = transformer.attribution.attribute
-    monkeypatch.setattr(transformer.attribution, "attribute",
+    attribute = transformer.analysis.attribution.attribute
+    monkeypatch.setattr(transformer.analysis.attribution, "attribute",
                         lambda *args, **kwargs: asked.append(kwargs.get("rows")) or attribute(*args, **kwargs))
     at = ok(app(view="attribution", text="attr9", attr_token="2"))
     assert asked == [[2]]  # integrated gradients for one piece, not for all six
     cross = expected.methods["attention_last"]
-    row = array(figure(at, 0)["data"][0]["z"])  # one output piece: method x source
+    row = plotly_values(figure(at, 0)["data"][0]["z"])  # one output piece: method x source
     assert row.shape == (len(expected.methods), cross.shape[1])
     for method, values in zip(row, expected.methods.values()):  # each method's row over its own peak
         np.testing.assert_allclose(method, values[2] / np.abs(values[2]).max(), atol=1e-5)
@@ -916,7 +936,7 @@ def test_attribution_shows_the_librarys_arrays(app, app_checkpoints, monkeypatch
     at.selectbox(key="attr_token").set_value(4)  # another piece while the overview is open: its row, no new pass
     ok(at.run())
     assert asked[1:] == [None]
-    row = array(figure(at, 0)["data"][0]["z"])
+    row = plotly_values(figure(at, 0)["data"][0]["z"])
     for method, values in zip(row, expected.methods.values()):
         np.testing.assert_allclose(method, values[4] / np.abs(values[4]).max(), atol=1e-5)
 
@@ -927,20 +947,20 @@ def test_a_registered_attribution_method_shows_in_the_view(app, monkeypatch):
     def toy(inputs):
         return np.ones((len(inputs.rows), inputs.src.size(1)))
 
-    toy_method = transformer.attribution.Method("toy", toy, signed=True, note="every source token alike.",
+    toy_method = transformer.analysis.attribution.Method("toy", toy, signed=True, note="every source token alike.",
                                                 citation="a test")
-    monkeypatch.setitem(transformer.attribution.METHODS, "toy", toy_method)
+    monkeypatch.setitem(transformer.analysis.attribution.METHODS, "toy", toy_method)
     ui.shared.clear()
     at = ok(app(view="attribution", text="attr9"))
     assert "toy: every source token alike. (a test)" in texts(at.text)
     chosen = figure(at, 0)  # the chosen piece: method x source
     assert chosen["layout"]["yaxis"]["ticktext"][-1] == "toy"
-    np.testing.assert_allclose(array(chosen["data"][0]["z"])[-1], 1.0)  # its row, last, over its own peak
+    np.testing.assert_allclose(plotly_values(chosen["data"][0]["z"])[-1], 1.0)  # its row, last, over its own peak
     at.session_state["attr_all"] = True  # what opening "Every output piece by every method" sets
     ok(at.run())
     toy_panel = [trace for trace in figure(at, 1)["data"] if trace.get("coloraxis")][-1]
     assert toy_panel["coloraxis"] == "coloraxis2"  # the diverging scale, as declared
-    np.testing.assert_allclose(array(toy_panel["z"]), 1.0)
+    np.testing.assert_allclose(plotly_values(toy_panel["z"]), 1.0)
 
 
 def test_the_faithfulness_table_is_data_not_documentation(app_checkpoints, tmp_path):
@@ -976,7 +996,8 @@ def test_the_faithfulness_table_is_data_not_documentation(app_checkpoints, tmp_p
 def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):
     """Every effect would be 0 up to rounding (the library's tests check it): a colour scale over that noise would
     mislead, so the view asks for an edit, draws the logit lens only and runs no patching at all."""
-    monkeypatch.setattr(transformer.patching, "activation_patching", lambda *args, **kwargs: pytest.fail("ran"))
+    monkeypatch.setattr(transformer.analysis.patching, "activation_patching",
+                        lambda *args, **kwargs: pytest.fail("ran"))
     at = ok(app(view="patching", text="patch3"))
     assert at.text_input(key="corrupt").value == "patch3"
     assert "Edit one word" in at.info[0].value
@@ -985,9 +1006,9 @@ def test_patching_an_input_with_itself_asks_for_an_edit(app, monkeypatch):
 
 def test_patching_an_edited_input_shows_effects(app, app_checkpoints):
     at = ok(app(view="patching", text="patch3", corrupt="patch4", patch_position="1"))
-    result, _ = transformer.patching.patch_texts(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]),
+    result, _ = transformer.analysis.patching.patch_texts(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]),
                                                  "patch3", "patch4", 1)
-    np.testing.assert_allclose(panels(at, 0)[0], result.heads["encoder.self"], atol=1e-6)
+    np.testing.assert_allclose(panels(at, 0)[0], result.heads["encoder.self_attn"], atol=1e-6)
     assert at.query_params["corrupt"] == "patch4"
 
 
@@ -1027,7 +1048,7 @@ def test_compare_two_shipped_checkpoints_draws_a_minus_b(app, tmp_path, monkeypa
     for name in ("reverse", "reverse-1layer"):
         shutil.copytree(CHECKPOINTS / name, root / name)
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
-    at = ok(app(checkpoint="reverse", text="abc12", view="compare", compare="checkpoints", kind="decoder.cross",
+    at = ok(app(checkpoint="reverse", text="abc12", view="compare", compare="checkpoints", kind="decoder.cross_attn",
                 layer="0", head="1"))
     assert at.selectbox(key="checkpoint_b").value == "reverse-1layer"
     a, b, difference = panels(at)
@@ -1035,17 +1056,17 @@ def test_compare_two_shipped_checkpoints_draws_a_minus_b(app, tmp_path, monkeypa
     full = transformer.load_checkpoint(root / "reverse").translate("abc12")
     with torch.no_grad(), transformer.capture(one_layer.model) as record:
         one_layer.model(torch.tensor([full.src_ids]), torch.tensor([full.tgt_ids]))
-    np.testing.assert_allclose(a, full.attention.stack("decoder.cross")[0, 1].numpy(), atol=1e-6)
-    np.testing.assert_allclose(b, record.stack("decoder.cross")[0, 1].numpy(), atol=1e-6)
+    np.testing.assert_allclose(a, full.attention.stack("decoder.cross_attn")[0, 1].numpy(), atol=1e-6)
+    np.testing.assert_allclose(b, record.stack("decoder.cross_attn")[0, 1].numpy(), atol=1e-6)
     np.testing.assert_allclose(difference, a - b, atol=1e-6)
     assert np.abs(difference).max() > 1e-2
 
 
 def test_a_session_that_closes_while_its_translation_waits_ends_its_run_quietly(app, monkeypatch):
-    """Its queued translation is dropped (transformer.batching.Cancelled): the run ends without an exception, which
-    Streamlit would otherwise format into the server's log for a session no one is looking at."""
+    """Its queued translation is dropped (transformer.inference.batching.Cancelled): the run ends without an exception,
+    which Streamlit would otherwise format into the server's log for a session no one is looking at."""
     def gone(*args, **kwargs):
-        raise transformer.batching.Cancelled("the caller left before its translation ran")
+        raise transformer.inference.batching.Cancelled("the caller left before its translation ran")
 
     monkeypatch.setattr(ui.passes.BATCHER, "translate", gone)
     at = ok(app(checkpoint="reverse", text="nobody typed this one before"))
@@ -1056,8 +1077,8 @@ def test_a_session_that_closes_while_its_translation_waits_ends_its_run_quietly(
 PIECE_VIEWS = {
     "attention": {"target": "Elle lit un livre."},
     "decoding": {"step": "2"},
-    "ablation": {"ablate": "decoder.0.cross:0"},
-    "inside": {"kind": "decoder.cross"},
+    "ablation": {"ablate": "decoder.layers.0.cross_attn:0"},
+    "inside": {"kind": "decoder.cross_attn"},
     "patching": {"corrupt": "He is reading a book."},
     "attribution": {},
 }
@@ -1091,7 +1112,7 @@ def test_the_readmes_example_view_runs_as_written(app):
     ui.views.VIEWS.append(module.VIEW)
     ui.views.BY_KEY[module.VIEW.key] = module.VIEW
     try:
-        at = ok(app(view="one-head", text="abc12", kind="decoder.cross", layer="1", head="2"))
+        at = ok(app(view="one-head", text="abc12", kind="decoder.cross_attn", layer="1", head="2"))
     finally:
         ui.views.VIEWS.remove(module.VIEW)
         del ui.views.BY_KEY[module.VIEW.key]

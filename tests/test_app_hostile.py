@@ -17,15 +17,15 @@ from test_hostile import CASES
 from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
 from deploy.server import ServerError, streamlit_server
 from helpers import APP, outputs
-from transformer.checkpoint import CARD_FILE
-from ui.plain import plain
+from transformer.io.checkpoint import CARD_FILE
+from ui.literal_text import plain
 
 pytestmark = pytest.mark.slow  # every test runs the whole app
 
 IMAGE, LINK = "![x](http://example.invalid/p.png)", "[a link](http://example.invalid/page)"
 CARD_TEXT = {"description": f"Looks harmless {IMAGE} and {LINK} **bold** `code",
              "task": f"reverse {IMAGE}", "data": f"credit {LINK}"}
-IN_THE_BROWSER = ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps",
+IN_THE_BROWSER = ("card-1-mb-of-quoted-quotes", "torch-zip-tuple-key-of-2-to-the-80-hash-steps",
                   "card-is-a-fifo", "weights-fifo", "card-symlink-out", "card-empty-object", "card-200000-deep",
                   "config-d-model-1e9", "config-eps-tiny")
 NOT_LISTED = ("weights-nan", "snapshot-fifo")  # pass the checks; fail once their tensors are read
@@ -110,7 +110,7 @@ def test_a_folder_failing_on_its_tensors_is_reported_not_raised(hostile_root, mo
 
 @pytest.mark.parametrize("query, expected", [
     ({"pe_dims": ",".join(["1"] * 20_000 + [str(n) for n in range(200)])}, [1, *range(0, 200)]),
-    ({"ablate": ",".join(["decoder.0.cross:1"] * 5_000)}, ["decoder.0.cross:1"]),
+    ({"ablate": ",".join(["decoder.layers.0.cross_attn:1"] * 5_000)}, ["decoder.layers.0.cross_attn:1"]),
 ])
 def test_link_lists_are_deduplicated_and_capped(query, expected):
     from ui.state import MAX_LINK_ITEMS, parse_query
@@ -126,7 +126,7 @@ def test_link_lists_are_deduplicated_and_capped(query, expected):
     ("données-2024", "données-2024"),  # one script, accents and digits: as it is
 ])
 def test_a_folder_name_that_could_pass_for_another_says_why(name, shown):
-    from ui.plain import visible_name
+    from ui.literal_text import visible_name
 
     assert visible_name(name) == shown
 
@@ -206,7 +206,7 @@ def test_a_server_beside_the_freezing_card_the_hanging_pickle_and_the_memory_bom
     20 %."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
     root = hostile_folder(tiny_checkpoint, tmp_path / "checkpoints",
-                          ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps"))
+                          ("card-1-mb-of-quoted-quotes", "torch-zip-tuple-key-of-2-to-the-80-hash-steps"))
     shutil.copytree(Path(APP).parent / "checkpoints" / "eng-fra", root / "eng-fra",
                     ignore=shutil.ignore_patterns("snapshots", "resume.pt"))
     plant_memory_bomb(tiny_checkpoint, root / "memory-bomb")
@@ -223,7 +223,7 @@ def test_a_server_beside_the_freezing_card_the_hanging_pickle_and_the_memory_bom
                 wait_for_rerun(page)
                 body = page.inner_text("body")
                 assert "J'ai froid" in body
-                for name in ("card-1-mb-of-quoted-quotes", "weights-tuple-key-of-2-to-the-80-hash-steps"):
+                for name in ("card-1-mb-of-quoted-quotes", "torch-zip-tuple-key-of-2-to-the-80-hash-steps"):
                     assert f"{name}: cannot be loaded: " in body, name
                 page.goto(f"{url}?checkpoint=memory-bomb&text=abc&view=attention")
                 page.wait_for_selector(".js-plotly-plot")

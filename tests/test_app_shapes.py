@@ -1,40 +1,46 @@
 """The app on models of the other shapes: every view of the registry opens a GPT-2 (decoder-only), BERT
-(encoder-only) and BART (encoder-decoder) checkpoint, and the shipped decoder-only `induction`, without an error, and
+(encoder-only), BART (encoder-decoder), Llama, Qwen2 and Mistral (decoder-only: rotary, RMSNorm, gated
+feed-forward, grouped-query attention; Mistral's sliding window) checkpoint, and the shipped decoder-only `induction`,
+without an error, and
 offers only the attention kinds the model has. The converted models are random and small (tests/families.py),
 converted by the real command."""
 from __future__ import annotations
 
+import json
 import shutil
 
+import numpy as np
 import pytest
 
-from helpers import ROOT, outputs
+from helpers import ROOT, outputs, plotly_values
 from transformer import load_checkpoint
-from transformer.convert import main
+from transformer.io.convert import main
 from ui.views import VIEWS
 
 pytest.importorskip("transformers", reason="the converted folders are written with transformers (requirements-dev)")
-from families import save_family  # after the skip
+from families import SHAPES, save_family  # after the skip
 
 pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
-KINDS = {"gpt2": ["decoder.self"], "bert": ["encoder.self"], "bart": ["encoder.self", "decoder.self", "decoder.cross"],
-         "induction": ["decoder.self"]}
+KINDS = {"gpt2": ["decoder.self_attn"], "bert": ["encoder.self_attn"],
+         "bart": ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"], "induction": ["decoder.self_attn"],
+         "llama": ["decoder.self_attn"], "qwen2": ["decoder.self_attn"], "mistral": ["decoder.self_attn"]}
 TEXTS = {"gpt2": "Paris is the capital", "bert": "Paris is the [MASK] of France.", "bart": "Paris is the capital",
-         "induction": "attention is all you need. attention is"}
-CONVERTED = ("gpt2", "bert", "bart")
+         "induction": "attention is all you need. attention is", "llama": "Paris is the capital",
+         "qwen2": "Paris is the capital", "mistral": "Paris is the capital of France"}
+CONVERTED = ("gpt2", "bert", "bart", "llama", "qwen2", "mistral")
 
 
 @pytest.fixture(scope="module")
 def app_checkpoints(tmp_path_factory):
     root = tmp_path_factory.mktemp("shapes")
     for family in CONVERTED:
-        save_family(family, root / "hf" / family)
+        save_family(family, root / "hf" / family, **SHAPES[family][0])  # Mistral's: a window of 4 keys
         main([family, str(root / "hf" / family), str(root / "checkpoints" / family)])
     shutil.copytree(ROOT / "checkpoints" / "induction", root / "checkpoints" / "induction")
     return root / "checkpoints"
 
 
-LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
+LABELS = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
 
 
 def offered_kinds(at) -> list[str]:
@@ -58,9 +64,9 @@ def test_every_view_opens_every_shape(app, family, view):
 
 def test_views_without_their_part_say_so(app):
     at = app(checkpoint="gpt2", view="attribution", text=TEXTS["gpt2"])
-    assert "decoder-only model has no decoder.cross attention" in at.info[0].value
+    assert "decoder-only model has no decoder.cross_attn attention" in at.info[0].value
     at = app(checkpoint="bert", view="decoding", text=TEXTS["bert"])
-    assert "encoder-only model has no decoder.self attention" in at.info[0].value
+    assert "encoder-only model has no decoder.self_attn attention" in at.info[0].value
 
 
 def test_decoder_only_decoding_steps_continue_the_prompt(app):
@@ -84,6 +90,25 @@ def test_a_target_is_not_used_without_an_encoder_decoder_pair(app, family):
     at = app(checkpoint=family, view="attention", text=TEXTS[family], target="Paris is")
     assert not at.exception, [error.value for error in at.exception]
     assert any("The target is not used" in info.value for info in at.sidebar.info)
+
+
+def test_the_masks_view_shows_mistrals_sliding_window(app):
+    """The window's blocked cells, keys more than 3 before their query, are a panel of their own, named and explained,
+    not called causal; a model without a window names none."""
+    at = app(checkpoint="mistral", view="masks", text=TEXTS["mistral"])
+    assert not at.exception, [error.value for error in at.exception]
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    titles = [note["text"] for note in spec["layout"]["annotations"]]
+    assert titles[:3] == ["causal", "sliding window", "all reasons"], titles
+    window = next(trace for trace in spec["data"] if trace.get("name") == "sliding window")
+    blocked = np.isfinite(plotly_values(window["z"]).astype(float))  # the overlay draws blocked cells, others are gaps
+    rows, cols = np.nonzero(blocked)
+    assert len(rows) and (rows - cols >= 4).all()
+    length = blocked.shape[0]
+    assert len(rows) == sum(max(query - 3, 0) for query in range(length))
+    assert any("Sliding window" in text.value for text in at.markdown)
+    at = app(checkpoint="llama", view="masks", text=TEXTS["llama"])
+    assert not any("Sliding window" in text.value for text in at.markdown)
 
 
 def test_the_induction_models_views_show_its_induction_heads(app):

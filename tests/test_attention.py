@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer import capture, padding_mask
-from transformer.attention import MultiHeadAttention, scaled_dot_product
-from transformer.hooks import name_hook_points
+from transformer.model.attention import MultiHeadAttention, scaled_dot_product
+from transformer.model.hooks import name_hook_points
 
 
 def copy_into_torch(ours: MultiHeadAttention, d_model: int, num_heads: int) -> nn.MultiheadAttention:

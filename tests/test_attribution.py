@@ -9,8 +9,7 @@ from captum.attr import IntegratedGradients
 
 from helpers import random_batch, small_model
 from transformer import capture, patch
-from transformer.attention import MultiHeadAttention
-from transformer.attribution import (
+from transformer.analysis.attribution import (
     METHODS,
     ROWS_PER_PASS,
     Method,
@@ -28,6 +27,7 @@ from transformer.attribution import (
     token_embeddings,
     weighted_value_norms,
 )
+from transformer.model.attention import MultiHeadAttention
 from viz.rollout import decoder_source_rollout, encoder_rollout
 
 
@@ -89,8 +89,9 @@ def test_joint_rollout_source_block_equals_the_viz_rollout():
     src, tgt = random_batch(model.config, [6], [5])
     record = _record(model, src, tgt)
     joint = rollout(mixing_stages(record))[:5]  # (tgt, tgt + src)
-    expected = decoder_source_rollout(record.stack("decoder.self").numpy(), record.stack("decoder.cross").numpy(),
-                                      encoder_rollout(record.stack("encoder.self").numpy()))
+    expected = decoder_source_rollout(record.stack("decoder.self_attn").numpy(),
+                                      record.stack("decoder.cross_attn").numpy(),
+                                      encoder_rollout(record.stack("encoder.self_attn").numpy()))
     assert np.allclose(joint[:, 5:], expected)
     assert np.allclose(joint.sum(axis=1), 1.0)
 
@@ -204,9 +205,9 @@ def test_alti_block_terms_add_up_to_the_captured_block_output(norm_first):
     memory = hooks["encoder.hook_memory"]
     blocks = [
         (encoder.attn_residual, encoder.self_attn, hooks["encoder.layers.1.hook_resid_pre"], None,
-         record["encoder.1.self"][0], hooks["encoder.layers.1.hook_resid_mid"]),
+         record["encoder.layers.1.self_attn"][0], hooks["encoder.layers.1.hook_resid_mid"]),
         (decoder.cross_attn_residual, decoder.cross_attn, hooks["decoder.layers.1.hook_resid_mid"], memory,
-         record["decoder.1.cross"][0], hooks["decoder.layers.1.hook_resid_cross"]),
+         record["decoder.layers.1.cross_attn"][0], hooks["decoder.layers.1.hook_resid_cross"]),
     ]
     for residual, attention, x, source, weights, captured in blocks:
         with torch.no_grad():
@@ -234,7 +235,7 @@ def test_alti_stages_rows_are_shares():
 
 def test_explain_a_checkpoint_gives_labelled_arrays(tiny_checkpoint):
     from transformer import load_checkpoint
-    from transformer.attribution import explain
+    from transformer.analysis.attribution import explain
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     result = explain(checkpoint, "abc", ig_steps=4)

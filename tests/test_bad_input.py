@@ -16,17 +16,17 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 from helpers import LOADABLE, TINY_TRAINING, outputs
-from transformer import capture, load_checkpoint
-from transformer.tokenizer import EOS_ID
+from transformer import Caveat, capture, load_checkpoint
+from transformer.io.tokenizer import EOS_ID
 from ui.state import MAX_INPUT_CHARS
 from ui.views import VIEWS
+from ui.warnings import worded
 
 MAX_LEN = int(TINY_TRAINING[TINY_TRAINING.index("--max-len") + 1])
 
 EMPTY = "The input is empty"
 UNREADABLE = "no characters this model reads"
-CUT = "were cut off"
-UNKNOWN = "unknown to this model's vocabulary"
+CUT = "were cut off"  # as the app words a caveat that the input was cut
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,9 @@ def check_translation(checkpoint, case: Case, beam_size: int) -> None:
         assert len(result.src_ids) == MAX_LEN
     if case.pieces is not None:
         assert tuple(result.src_tokens) == case.pieces
-    assert any(CUT in warning for warning in result.warnings) == (case.outcome == "cut")
-    assert any(UNKNOWN in warning for warning in result.warnings) == case.unknown
+    codes = [warning.code for warning in result.warnings]
+    assert any(code.startswith("cut_off") for code in codes) == (case.outcome == "cut")
+    assert ("unknown_pieces" in codes) == case.unknown
     assert ("<unk>" in result.src_tokens) == case.unknown
     assert len(result.src_typed) == len(result.src_tokens)  # as typed: an <unk> shows its own text
     assert all(typed == piece for typed, piece in zip(result.src_typed, result.src_tokens) if piece != "<unk>")
@@ -175,9 +176,10 @@ def test_capture_of_a_teacher_forced_pass(checkpoint, name):
 def test_one_piece_too_many_is_cut_from_the_end(checkpoint):
     result = checkpoint.translate("a" * (MAX_LEN - 1) + "b")
     assert result.src_tokens == ["a"] * (MAX_LEN - 1) + ["</s>"]
-    assert result.warnings[0] == (f"The input is {MAX_LEN} pieces long but this model reads at most {MAX_LEN - 1} "
-                                  f"pieces (max_len {MAX_LEN} tokens with </s>): the last 1 were cut off.")
-    assert "longer than anything this model trained on" in result.warnings[1]  # it learned strings of 1-6
+    assert result.warnings[0] == Caveat("cut_off_pieces", {"pieces": MAX_LEN, "cut": 1, "reads": MAX_LEN - 1,
+                                                           "max_len": MAX_LEN, "around": "eos"})
+    # It learned strings of 1-6 characters, none joined.
+    assert result.warnings[1] == Caveat("longer_than_trained", {"pieces": MAX_LEN - 1, "longest": 6, "joined": False})
 
 
 def test_memory_is_bounded_by_max_len(checkpoint):
@@ -195,11 +197,10 @@ def test_memory_is_bounded_by_max_len(checkpoint):
 
 
 def test_every_app_cache_has_a_size_limit():
-    """st.cache_data / st.cache_resource / ui.shared.expiring without max_entries would keep every input ever
-    typed."""
+    """ui.shared.expiring without max_entries would keep every input ever typed."""
     code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
-    decorators = re.findall(r"@(?:st\.cache_(?:data|resource)|expiring)\(([^)]*)\)", code)
-    assert len(decorators) == code.count("@st.cache_") + code.count("@expiring(") >= 10
+    decorators = re.findall(r"@expiring\(([^)]*)\)", code)
+    assert len(decorators) == code.count("@expiring(") >= 10
     assert all("max_entries=" in arguments for arguments in decorators), decorators
 
 
@@ -250,7 +251,7 @@ def test_app(app, checkpoint, name):
         assert [warning.value for warning in at.warning] == cut_notice
         assert not at.get("plotly_chart")
     else:
-        assert [warning.value for warning in at.warning] == cut_notice + expected.warnings
+        assert [warning.value for warning in at.warning] == cut_notice + list(map(worded, expected.warnings))
         assert outputs(at)[0] == (expected.text or "(empty: the model ended at once)")
         assert at.get("plotly_chart")
     assert not at.error

@@ -8,11 +8,22 @@ import sys
 
 import pytest
 
-from benchmarks import app_latency, browser, capture, decoding, lecture_deck, memory, model_view, sessions, training
+from benchmarks import (
+    app_latency,
+    browser,
+    capture,
+    decoding,
+    lecture_deck,
+    memory,
+    model_view,
+    sessions,
+    smollm,
+    training,
+)
 from benchmarks.chromium import CHROMIUM
 from deploy.server import ROOT
 
-WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view, lecture_deck]
+WITH_TARGETS = [capture, training, decoding, app_latency, browser, model_view, lecture_deck, smollm]
 MEASURED = WITH_TARGETS + [memory, sessions]
 
 
@@ -54,3 +65,17 @@ def test_smoke_run_measures_and_checks_every_figure(tmp_path):
     assert all(f"| {row['figure']} | {row['case']} |" in table for row in rows)  # every row printed
     met, missed = sum(row["met"] is True for row in rows), sum(row["met"] is False for row in rows)
     assert f"{met} targets met, {missed} missed" in done.stdout
+
+
+def test_the_smollm_rows_measure_smollm2_135m_shape_against_the_issues_targets():
+    """The shape is SmolLM2-135M's as the llama converter maps it, and each target is the issue's."""
+    from transformer.io.converters import llama
+
+    hf = {"hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9, "num_hidden_layers": 30,
+          "num_key_value_heads": 3, "vocab_size": 49152, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+          "rope_theta": 100000, "tie_word_embeddings": True, "bos_token_id": 0, "eos_token_id": 0}
+    assert smollm.SMOLLM2_135M == llama.config(hf, None, ROOT / "config.json")
+    assert smollm.SMOLLM2_135M.num_decoder_layers * smollm.SMOLLM2_135M.num_heads == 270
+    assert (smollm.PROMPT_TOKENS, smollm.ENTER_AT_MOST, smollm.MODEL_VIEW_AT_MOST, smollm.CAPTURE_AT_MOST,
+            smollm.SERVER_AT_MOST_MB) == (64, 1.5, 2.0, 1.15, 2048)
+    assert smollm.SMOKE.stacks == "decoder-only" and smollm.SMOKE.feed_forward == "gated"

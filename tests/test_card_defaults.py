@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer import CheckpointError, load_checkpoint
+from transformer import Caveat, CheckpointError, load_checkpoint
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints"
 
@@ -44,16 +44,17 @@ def test_bad_decoding_settings_are_refused(reverse_copy, decoding):
 def test_input_longer_than_any_training_input_is_warned(reverse_copy):
     edit_card(reverse_copy, training={"longest_source_tokens": 8})
     checkpoint = load_checkpoint(reverse_copy)
-    assert not any("longer than" in w for w in checkpoint.translate("abcdefgh").warnings)
-    (warning,) = [w for w in checkpoint.translate("abcdefghi").warnings if "longer than" in w]
-    assert "9 pieces" in warning and "at most 8 pieces" in warning
-    assert "joined" not in warning
+    assert not any(w.code == "longer_than_trained" for w in checkpoint.translate("abcdefgh").warnings)
+    (warning,) = [w for w in checkpoint.translate("abcdefghi").warnings if w.code == "longer_than_trained"]
+    assert warning.values == {"pieces": 9, "longest": 8, "joined": False}
     edit_card(reverse_copy, training={"concat_clauses": 0.15})  # as if it had also trained on sentences joined
-    (warning,) = [w for w in load_checkpoint(reverse_copy).translate("abcdefghi").warnings if "longer than" in w]
-    assert "longer than any sentence of its training corpus (at most 8 pieces" in warning and "joined" in warning
+    (warning,) = [w for w in load_checkpoint(reverse_copy).translate("abcdefghi").warnings
+                  if w.code == "longer_than_trained"]
+    assert warning.values == {"pieces": 9, "longest": 8, "joined": True}
 
 
 def test_dates_warns_about_years_it_never_saw():
     dates = load_checkpoint(SHIPPED / "dates")
-    assert any("1900-2099" in w and "1789" in w for w in dates.translate("14 July 1789").warnings)
+    out_of_range = Caveat("years_out_of_range", {"years": [1789], "first": 1900, "last": 2099})
+    assert out_of_range in dates.translate("14 July 1789").warnings
     assert dates.translate("14 July 1989").warnings == []

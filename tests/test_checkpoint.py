@@ -9,19 +9,30 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
-import transformer.data
-from transformer import CheckpointError, capture, checkpoint_folders, load_checkpoint, resolve_checkpoint
-from transformer.checkpoint import (
+import transformer.io.text
+from helpers import small_config
+from transformer import (
+    Caveat,
+    CheckpointError,
+    Transformer,
+    capture,
+    checkpoint_folders,
+    load_checkpoint,
+    resolve_checkpoint,
+)
+from transformer.io.checkpoint import (
     CARD_FILE,
     CONFIG_FILE,
     SOURCE_WORDS_FILE,
     SRC_TOKENIZER_FILE,
     WEIGHTS_FILE,
+    parameter_count,
     write_source_words,
 )
-from transformer.data import words
-from transformer.tokenizer import BOS_ID, EOS_ID
+from transformer.io.text import words
+from transformer.io.tokenizer import BOS_ID, EOS_ID
 
 
 @pytest.fixture
@@ -40,13 +51,13 @@ def test_translate_result_is_consistent(tiny_checkpoint):
     assert len(result.output_tokens) == len(result.tgt_tokens) == len(result.probs)
     assert result.output_tokens[:-1] == result.tgt_tokens[1:]
     assert all(0.0 < p <= 1.0 for p in result.probs)
-    cross = result.attention["decoder.0.cross"]
+    cross = result.attention["decoder.layers.0.cross_attn"]
     assert cross.shape == (1, 4, len(result.tgt_tokens), len(result.src_tokens))
     # The record is one pass over the final output: re-running it gives the same weights and probabilities.
     src, tgt = torch.tensor([result.src_ids]), torch.tensor([result.tgt_ids])
     with torch.no_grad(), capture(checkpoint.model) as record:
         probs = checkpoint.model(src, tgt).softmax(-1)[0]
-    torch.testing.assert_close(record["decoder.0.cross"], cross)
+    torch.testing.assert_close(record["decoder.layers.0.cross_attn"], cross)
     for position, prob in enumerate(result.probs[:-1]):  # each generated token is the next decoder input
         assert prob == pytest.approx(float(probs[position, result.tgt_ids[position + 1]]), abs=1e-6)
     assert result.output_ids[:-1] == result.tgt_ids[1:]
@@ -77,7 +88,7 @@ def test_long_text_is_truncated_with_a_warning(tiny_checkpoint):
     checkpoint = load_checkpoint(tiny_checkpoint)
     result = checkpoint.translate("a" * 100)
     assert len(result.src_ids) == checkpoint.config.max_len
-    assert any("cut off" in warning for warning in result.warnings)
+    assert any(warning.code == "cut_off_pieces" for warning in result.warnings)
 
 
 def never_ending(checkpoint):
@@ -94,13 +105,13 @@ def test_an_output_the_model_never_ends_stops_at_twice_the_input_plus_ten(tiny_c
     source = len(checkpoint.encode("abc"))  # three characters and </s>
     result = checkpoint.translate("abc", beam_size=beam_size)
     assert len(result.tgt_ids) == 2 * source + 9  # a decoder sequence of 2 x 4 + 10 tokens, the last not fed back
-    assert result.warnings == [f"The model did not end its output: decoding stopped it after {2 * source + 9} "
-                               "pieces, at twice the input's length plus 10 tokens (the input: 4 tokens with </s>)."]
-    assert checkpoint.translate("abc", beam_size=beam_size, max_len=6).warnings[-1].endswith(
-        "after 5 pieces, at max_len (6 tokens with <s>).")
+    assert result.warnings == [Caveat("unended_at_output_limit", {"pieces": 2 * source + 9, "src_len": 4})]
+    assert checkpoint.translate("abc", beam_size=beam_size, max_len=6).warnings[-1] == Caveat(
+        "unended_at_max_len", {"pieces": 5, "max_len": 6})
     long = checkpoint.translate("abcdefghijklmnop", beam_size=beam_size)  # 2 x 17 + 10 is beyond max_len
-    assert len(long.tgt_ids) == checkpoint.config.max_len - 1
-    assert long.warnings[-1].endswith(f"pieces, at max_len ({checkpoint.config.max_len} tokens with <s>).")
+    max_len = checkpoint.config.max_len
+    assert len(long.tgt_ids) == max_len - 1
+    assert long.warnings[-1] == Caveat("unended_at_max_len", {"pieces": max_len - 1, "max_len": max_len})
 
 
 def test_an_output_the_model_ends_has_no_such_warning(tiny_checkpoint):
@@ -110,33 +121,43 @@ def test_an_output_the_model_ends_has_no_such_warning(tiny_checkpoint):
 
 def test_unknown_characters_become_unk_with_a_warning(tiny_checkpoint):
     result = load_checkpoint(tiny_checkpoint).translate("ab€")
-    assert "<unk>" in result.src_tokens and any("unknown" in w for w in result.warnings)
+    assert "<unk>" in result.src_tokens and Caveat("unknown_pieces", {"count": 1}) in result.warnings
 
 
-def test_planted_pickle_is_refused_and_never_runs(folder, tmp_path):
+@pytest.mark.parametrize("weights", [WEIGHTS_FILE, "model.pt"])  # in the safetensors file's place, or alone
+def test_planted_pickle_is_refused_and_never_runs(folder, tmp_path, weights):
     marker = tmp_path / "pwned"
 
     class Exploit:
         def __reduce__(self):
             return (open, (str(marker), "w"))
 
-    with open(folder / WEIGHTS_FILE, "wb") as f:
+    (folder / WEIGHTS_FILE).unlink()
+    with open(folder / weights, "wb") as f:
         pickle.dump({"weights": Exploit()}, f)
-    with pytest.raises(CheckpointError, match="model.pt"):
+    with pytest.raises(CheckpointError, match=weights):
         load_checkpoint(folder)
     assert not marker.exists()
 
 
 def test_torch_save_of_an_object_is_refused(folder):
-    torch.save({"config": object()}, folder / WEIGHTS_FILE)
+    (folder / WEIGHTS_FILE).unlink()
+    torch.save({"config": object()}, folder / "model.pt")
     with pytest.raises(CheckpointError, match="model.pt"):
         load_checkpoint(folder)
 
 
-def test_truncated_weights(folder):
-    data = (folder / WEIGHTS_FILE).read_bytes()
-    (folder / WEIGHTS_FILE).write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="model.pt"):
+@pytest.mark.parametrize("save", [torch.save, save_file], ids=["torch-zip", "safetensors"])
+def test_truncated_weights(folder, save):
+    """Weights cut short, in either format, are refused with the file's name (a torch zip loses its central
+    directory, a safetensors file the bytes its header promises)."""
+    path = folder / ("model.pt" if save is torch.save else WEIGHTS_FILE)
+    save(dict(load_file(folder / WEIGHTS_FILE)), path)
+    if save is torch.save:
+        (folder / WEIGHTS_FILE).unlink()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=path.name):
         load_checkpoint(folder)
 
 
@@ -237,7 +258,7 @@ def test_the_test_checkpoints_differ_wherever_the_app_compares(tiny_checkpoint, 
         weights = mine[key][0]  # (heads, q_len, k_len)
         assert all(not torch.allclose(weights[a], weights[b], atol=0.05) for a in range(4) for b in range(a)), key
         assert all(not torch.allclose(weights, other[key][0], atol=0.05) for other in others), key
-    for kind in ("encoder.{}.self", "decoder.{}.self", "decoder.{}.cross"):
+    for kind in ("encoder.layers.{}.self_attn", "decoder.layers.{}.self_attn", "decoder.layers.{}.cross_attn"):
         assert not torch.allclose(mine[kind.format(0)], mine[kind.format(1)], atol=0.05)
 
 
@@ -256,8 +277,8 @@ def test_loading_a_checkpoint_imports_no_compiler(tiny_checkpoint):
 
 
 def test_the_expected_state_matches_a_real_model(tiny_checkpoint):
-    from transformer.checkpoint import expected_state
-    from transformer.model import Transformer
+    from transformer.io.checkpoint import expected_state
+    from transformer.model.model import Transformer
 
     config = load_checkpoint(tiny_checkpoint).config
     expected, real = expected_state(config, tiny_checkpoint), Transformer(config).state_dict()
@@ -276,11 +297,11 @@ def test_unseen_words_are_named_in_one_warning(folder):
     checkpoint = load_checkpoint(folder)
     assert checkpoint.unseen_words("abc ba") == []
     assert checkpoint.unseen_words("abc cc ba cc aa") == ["cc", "aa"]  # each once, in order
-    warning, = [w for w in checkpoint.translate("abc cc").warnings if "training data" in w]
-    assert "“cc”" in warning and "“abc”" not in warning and "this word" in warning
+    warning, = [w for w in checkpoint.translate("abc cc").warnings if w.code == "unseen_words"]
+    assert warning.values == {"words": ["cc"]}
     many = checkpoint.translate("a b c aa bb cc dd")
-    warning, = [w for w in many.warnings if "training data" in w]
-    assert "“a”, “b”, “c”, “aa”, “bb” and 2 more" in warning and "these words" in warning
+    warning, = [w for w in many.warnings if w.code == "unseen_words"]
+    assert warning.values == {"words": ["a", "b", "c", "aa", "bb", "cc", "dd"]}  # all of them: the app names a few
 
 
 def test_the_input_is_normalised_once_where_it_enters(folder, monkeypatch):
@@ -289,18 +310,18 @@ def test_the_input_is_normalised_once_where_it_enters(folder, monkeypatch):
     write_source_words(folder, ["abc ab", "ba 12 cab"])
     checkpoint = load_checkpoint(folder)
     calls = []
-    normalize = transformer.data.normalize
-    monkeypatch.setattr(transformer.data, "normalize", lambda text: calls.append(text) or normalize(text))
+    normalize = transformer.io.text.normalize
+    monkeypatch.setattr(transformer.io.text, "normalize", lambda text: calls.append(text) or normalize(text))
     result = checkpoint.translate("ＡＢＣ  cc\tba")  # full-width letters: NFKC makes them "ABC"
     assert calls == ["ＡＢＣ cc ba"]  # bounded (whitespace collapsed), then normalised, once
     assert result.src_typed[:-1] == checkpoint.src_tokenizer.encode_pieces("ABC cc ba")
-    assert any("“cc”" in warning for warning in result.warnings)  # the unseen words of the read text
+    assert Caveat("unseen_words", {"words": ["cc"]}) in result.warnings  # the unseen words of the read text
 
 
 def test_without_a_word_list_nothing_is_unseen(tiny_checkpoint):
     checkpoint = load_checkpoint(tiny_checkpoint)
     assert checkpoint.source_words is None and checkpoint.unseen_words("zzz qqq") == []
-    assert not any("training data" in w for w in checkpoint.translate("zzz").warnings)
+    assert not any(w.code == "unseen_words" for w in checkpoint.translate("zzz").warnings)
 
 
 @pytest.mark.parametrize("content", [b"ab\nA\n", b"ab\n<b>\n", b"two words\n", b"\xff\xfe\n"])
@@ -308,3 +329,16 @@ def test_a_word_list_that_is_not_words_is_refused(folder, content):
     (folder / SOURCE_WORDS_FILE).write_bytes(content)
     with pytest.raises(CheckpointError, match=SOURCE_WORDS_FILE):
         load_checkpoint(folder)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"num_encoder_layers": 5, "num_decoder_layers": 3},
+    {"stacks": "decoder-only", "num_encoder_layers": 0, "num_decoder_layers": 4, "src_vocab_size": 41,
+     "positional": "rotary", "norm": "rms", "feed_forward": "gated", "num_kv_heads": 2, "attention_bias": "qkv"},
+    {"stacks": "encoder-only", "num_encoder_layers": 3, "num_decoder_layers": 0, "src_vocab_size": 41},
+], ids=["encoder-decoder", "llama-like", "encoder-only"])
+def test_the_parameter_count_is_the_built_models(overrides):
+    """The cap is checked from a model of one layer a stack (a config asking for thousands of layers is refused in
+    the time one takes): the count is the full model's."""
+    config = small_config(**overrides)
+    assert parameter_count(config) == Transformer(config).num_parameters()

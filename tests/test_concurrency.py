@@ -1,5 +1,6 @@
 """Many users at once: 32 threads × 20 mixed calls over one shared checkpoint, each result exactly the one the same
-call gives alone. Capture and ablation live in a ContextVar, so no call may see another's (see transformer/hooks.py)."""
+call gives alone. Capture and ablation live in a ContextVar, so no call may see another's
+(transformer/model/hooks.py)."""
 from __future__ import annotations
 
 import random
@@ -15,8 +16,8 @@ from transformer import ablate, capture, decode_steps, load_checkpoint
 
 THREADS, CALLS_PER_THREAD = 32, 20
 TEXTS = ("abc12", "attention42", "z", "0123456789", "lecture2026", "q1w2e3r4t5y6", "mmmm", "ab€")
-ABLATIONS = (({"decoder.0.cross": [0, 2]}, "zero"), ({"encoder.0.self": [1]}, "mean"),
-             ({"decoder.0.self": [3]}, "zero"))
+ABLATIONS = (({"decoder.layers.0.cross_attn": [0, 2]}, "zero"), ({"encoder.layers.0.self_attn": [1]}, "mean"),
+             ({"decoder.layers.0.self_attn": [3]}, "zero"))
 DECODE_LEN = 12  # enough steps to interleave with other threads, few enough to keep 640 calls quick
 
 

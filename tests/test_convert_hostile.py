@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from transformer import CheckpointError, load_checkpoint
-from transformer.convert import main
-from transformer.tokenizer import JsonTokenizer
+from transformer.io.convert import main
+from transformer.io.tokenizer import JsonTokenizer
 
 pytest.importorskip("transformers", reason="the converter's tests need transformers (requirements-dev)")
-pytest.importorskip("safetensors", reason="the converter's tests need safetensors (requirements-dev)")
 tokenizers = pytest.importorskip("tokenizers")
 
 from families import save_family  # noqa: E402  (after the skips)

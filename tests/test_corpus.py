@@ -9,12 +9,21 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
 
 from transformer import capture, load_checkpoint
-from transformer.corpus import STATISTICS, attention_statistics, corpus_pairs, main, rank_heads, run, top_sentences
+from transformer.analysis.corpus_heads import (
+    STATISTICS,
+    attention_statistics,
+    corpus_pairs,
+    main,
+    rank_heads,
+    run,
+    top_sentences,
+)
 from viz.stats import head_statistics
 
 ROOT = Path(__file__).parents[1]
@@ -48,7 +57,8 @@ def test_corpus_rows_match_viz_head_statistics(tiny_checkpoint, tmp_path):
     with torch.no_grad(), capture(checkpoint.model) as record:
         checkpoint.model(torch.tensor([src]), torch.tensor([tgt]))
     src_pieces, tgt_pieces = checkpoint.src_tokenizer.pieces(src), checkpoint.tgt_tokenizer.pieces(tgt)
-    viz_kinds = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
+    viz_kinds = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self",
+                 "decoder.cross_attn": "cross"}
     stacks = {viz_kinds[kind]: record.stack(kind).numpy() for kind in viz_kinds}
     blocked = {viz_kinds[kind]: {"masked": ~record.stack(kind, part="mask")[0, 0].numpy()} for kind in viz_kinds}
     expected = head_statistics(stacks, {"encoder self": src_pieces, "decoder self": tgt_pieces, "cross": tgt_pieces},
@@ -68,9 +78,17 @@ def test_rank_and_top_sentences(tiny_checkpoint, tmp_path):
     ranked = rank_heads(out, "eos_share")
     means = table.groupby(["kind", "layer", "head"])["eos_share"].mean().sort_values(ascending=False)
     assert np.allclose(ranked["mean"].to_numpy(), means.to_numpy())
-    top = top_sentences(out, "decoder.cross", 0, 1, "eos_share", n=3)
-    head = table[(table["kind"] == "decoder.cross") & (table["layer"] == 0) & (table["head"] == 1)]
+    top = top_sentences(out, "decoder.cross_attn", 0, 1, "eos_share", n=3)
+    head = table[(table["kind"] == "decoder.cross_attn") & (table["layer"] == 0) & (table["head"] == 1)]
     assert top["sentence"].tolist() == head.sort_values("eos_share", ascending=False)["sentence"].head(3).tolist()
+    short = tmp_path / "short.parquet"  # kinds by their short names ('decoder.cross'): read as a file written now
+    written, chunk = pq.read_table(out), pq.ParquetFile(out).metadata.row_group(0).num_rows
+    kinds = written.schema.get_field_index("kind")
+    pq.write_table(written.set_column(kinds, "kind", pa.array(table["kind"].str.removesuffix("_attn"))), short,
+                   row_group_size=chunk)
+    assert set(pq.read_table(short).to_pandas()["kind"]) == {"encoder.self", "decoder.self", "decoder.cross"}
+    assert rank_heads(short, "eos_share").equals(ranked)
+    assert top_sentences(short, "decoder.cross", 0, 1, "eos_share", n=3).equals(top)
     with pytest.raises(ValueError, match="unknown statistic"):
         rank_heads(out, "nonsense")
     assert set(STATISTICS) <= set(table.columns)

@@ -1,4 +1,5 @@
-"""Tests for transformer.data: normalisation, corpus reading, dev split, length batching, padding."""
+"""Tests for transformer.data.corpora: normalisation, corpus reading, dev split, length batching, padding; one side of
+a corpus as a language model's text: its sentences, the held-out split by sentence, packing."""
 
 import gzip
 import random
@@ -8,9 +9,23 @@ import pytest
 import torch
 
 from helpers import SHARED, corpus_file
-from transformer.data import Repeat, collate, normalize, read_parallel, repeated, split_dev, token_batches
+from transformer.data.corpora import (
+    CorpusSpec,
+    Repeat,
+    collate,
+    iter_sentences,
+    pack_sentences,
+    packed_examples,
+    read_parallel,
+    repeated,
+    sentence_splits,
+    split_dev,
+    token_batches,
+)
+from transformer.io.text import normalize
 
 TATOEBA = SHARED / "data" / "tatoeba-eng-fra" / "eng-fra.tsv"  # beside the repository, as CI and developers have it
+TATOEBA_FULL = SHARED / "data" / "tatoeba-eng-fra-full" / "eng-fra.tsv"
 
 
 # ----------------------------------------------------------------------------- normalize
@@ -201,3 +216,96 @@ def test_a_repeat_names_a_corpus_or_a_least_number_of_words():
     for bad in ("scenes", "scenes=0", "scenes=-1", "scenes=1.5", "=2", "x+words=2"):
         with pytest.raises(ValueError, match="repeat"):
             Repeat.parse(bad)
+
+
+# ----------------------------------------------------------------------------- a language model's sentences
+
+def test_a_side_is_a_tsv_column_one_of_two_files_or_a_file_of_lines(tmp_path):
+    tsv = CorpusSpec.parse(str(write(tmp_path / "pairs.tsv", TSV_TEXT)))
+    # One side alone: a sentence whose other side is empty stays, a line without a tab is a sentence of its own.
+    assert list(iter_sentences(tsv, "source")) == ["Go.", "I'm here.", "no tab on this line", "Empty target.",
+                                                   "Windows line."]
+    assert list(iter_sentences(tsv, "target")) == ["Va !", "Je suis là.", "Empty source.", "Ligne Windows."]
+    source = write(tmp_path / "train.en.gz", "A dog.\n\nA ﬁsh.\n")
+    target = write(tmp_path / "train.de.gz", "Ein Hund.\nLeer.\nEin Fisch.\n")
+    aligned = CorpusSpec.parse(f"scenes={source},{target}")
+    assert list(iter_sentences(aligned, "source")) == ["A dog.", "A fish."]
+    assert list(iter_sentences(aligned, "target")) == ["Ein Hund.", "Leer.", "Ein Fisch."]
+    assert list(iter_sentences(CorpusSpec.parse(str(source)))) == ["A dog.", "A fish."]  # one sentence a line
+    with pytest.raises(ValueError, match="side"):
+        list(iter_sentences(tsv, "french"))
+
+
+def lm_corpus(tmp_path, name: str, sentences: list[str]) -> CorpusSpec:
+    path = write(tmp_path / f"{name}.tsv", "".join(sentence + "\tx\n" for sentence in sentences))
+    return CorpusSpec.parse(f"{name}={path}")
+
+
+def test_held_out_sentences_never_train_and_each_sentence_comes_once(tmp_path):
+    sentences = [f"Sentence number {i}." for i in range(400)]
+    # Tatoeba gives a sentence once per translation: here every sentence three times, in another order each time.
+    spec = lm_corpus(tmp_path, "tatoeba", sentences + sentences[::-1] + sentences[::2] + sentences[1::2])
+    train, dev = sentence_splits([spec], {}, "source", 0.1, 0)
+    assert not set(train["tatoeba"]) & set(dev["tatoeba"])
+    assert sorted(train["tatoeba"] + dev["tatoeba"]) == sorted(sentences)  # each once, none lost
+    assert 20 < len(dev["tatoeba"]) < 60
+    assert train["tatoeba"] == [s for s in sentences if s not in dev["tatoeba"]]  # first occurrences, in file order
+    again = sentence_splits([lm_corpus(tmp_path, "again", sentences[::-1])], {}, "source", 0.1, 0)[1]["again"]
+    assert sorted(again) == sorted(dev["tatoeba"])  # chosen by the sentence: any order, the same split
+    assert sentence_splits([spec], {}, "source", 0.1, 1)[1]["tatoeba"] != dev["tatoeba"]  # another seed, another
+
+
+def test_a_dev_set_is_held_out_of_every_corpus_and_shared_sentences_train_once(tmp_path):
+    first = lm_corpus(tmp_path, "first", ["Shared one.", "Held elsewhere.", "Only first."])
+    second = lm_corpus(tmp_path, "second", ["Shared one.", "Only second."])
+    dev_set = lm_corpus(tmp_path, "val", ["Held elsewhere.", "Val only."])
+    train, dev = sentence_splits([first, second], {"second": dev_set}, "source", 1e-9, 0)
+    assert dev == {"first": [], "second": ["Held elsewhere.", "Val only."]}
+    assert train == {"first": ["Shared one.", "Only first."], "second": ["Only second."]}
+    with pytest.raises(ValueError, match="not trained on"):
+        sentence_splits([first], {"second": dev_set}, "source", 0.1, 0)
+
+
+def test_packs_hold_whole_sentences_each_once_up_to_the_capacity():
+    lengths = [random.Random(i).randint(1, 12) for i in range(300)] + [0, 41]  # empty and too long: left out
+    for rng in (None, random.Random(3)):
+        packs = pack_sentences(lengths, 40, rng)
+        assert sorted(i for pack in packs for i in pack) == list(range(300))
+        assert all(sum(lengths[i] for i in pack) <= 40 for pack in packs)
+        # Full: the sentence that starts the next pack would not have fitted in this one.
+        assert all(sum(lengths[i] for i in pack) + lengths[after[0]] > 40 for pack, after in zip(packs, packs[1:]))
+    assert [i for pack in pack_sentences(lengths, 40) for i in pack] == list(range(300))  # no rng: in order
+    assert pack_sentences(lengths, 40, random.Random(3)) == pack_sentences(lengths, 40, random.Random(3))
+
+
+def test_a_share_of_packs_repeats_a_stretch_of_its_sentences_later_in_it():
+    lengths = [random.Random(i).randint(2, 12) for i in range(3000)]
+    packs = pack_sentences(lengths, 120, random.Random(0), repeat_share=0.3)
+    assert all(sum(lengths[i] for i in pack) <= 120 for pack in packs)
+    assert sorted({i for pack in packs for i in pack}) == list(range(3000))  # room made, nothing lost
+    with_repeat = [pack for pack in packs if len(set(pack)) < len(pack)]
+    assert 0.25 < len(with_repeat) / len(packs) < 0.35
+    sizes, gaps = [], []
+    for pack in with_repeat:
+        twice = [i for i in dict.fromkeys(pack) if pack.count(i) == 2]
+        assert all(pack.count(i) <= 2 for i in pack) and 2 * sum(lengths[i] for i in twice) <= 120
+        first = pack.index(twice[0])
+        again = pack.index(twice[0], first + 1)
+        assert pack[first:first + len(twice)] == pack[again:again + len(twice)] == twice  # a stretch, in a row, twice
+        sizes.append(len(twice))
+        gaps.append(again - first - len(twice))
+    assert min(sizes) == 1 and max(sizes) > 5 and min(gaps) == 0 and max(gaps) > 3  # short and long, near and far
+    assert all(len(set(pack)) < len(pack) for pack in pack_sentences(lengths, 120, random.Random(0), 1.0))
+
+
+def test_packed_examples_read_as_the_sentences_joined():
+    sentences = [[10, 11], [12], [13, 14, 15], [16, 17]]
+    examples = packed_examples(sentences, 7, bos_id=2, eos_id=3)  # 5 pieces a pack
+    assert examples == [([], [2, 10, 11, 12, 3]), ([], [2, 13, 14, 15, 16, 17, 3])]
+
+
+def test_real_tatoeba_english_held_out_by_sentence():
+    train, dev = sentence_splits([CorpusSpec.parse(str(corpus_file(TATOEBA_FULL)))], {}, "source", 0.05, 0)
+    train, dev = train["tatoeba-eng-fra-full"], dev["tatoeba-eng-fra-full"]
+    assert not set(train) & set(dev) and len(set(train)) == len(train)
+    assert 100_000 < len(train) < 115_000 and 0.04 < len(dev) / (len(train) + len(dev)) < 0.06

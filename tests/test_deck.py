@@ -6,10 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from ui import deck as deck_module
-from ui import presenter
-from ui.deck import MAX_DECK_BYTES, MAX_SLIDES, Deck, DeckError, Slide, deck_names, deck_toml, parse_deck, slide_state
-from ui.presenter import read_deck
+from ui.deck import (
+    MAX_DECK_BYTES,
+    MAX_SLIDES,
+    Deck,
+    DeckError,
+    Slide,
+    deck_names,
+    deck_toml,
+    parse_deck,
+    presenter,
+    read_deck,
+    slide_state,
+)
+from ui.deck import parse as deck_parse
 from ui.state import URL_STATE, parse_query, url_params
 from ui.views import BY_KEY
 
@@ -107,7 +117,7 @@ def test_a_deck_beyond_what_a_deck_needs_is_refused_before_tomllib_reads_it(monk
     def unread(text):
         raise AssertionError("tomllib read a deck that should have been refused first")
 
-    monkeypatch.setattr(deck_module.tomllib, "loads", unread)
+    monkeypatch.setattr(deck_parse.tomllib, "loads", unread)
     link = '[[slides]]\ntitle = "s"\n[slides.link]\n'
     for data, message in [
         (b"a" + b".a" * 32_000 + b" = 1", "a dotted key of 32,001 parts, more than the 8 allowed"),

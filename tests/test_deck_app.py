@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from helpers import APP, ROOT
-from ui.presenter import read_deck
+from ui.deck import read_deck
 from ui.state import parse_query
 
 SHIPPED = "attention-step-by-step"

@@ -11,7 +11,7 @@ import pytest
 from test_browser import FIGURE_FIRST, FIT_JS, browser, fit_problems, screenshot, screenshots, shipped_server  # noqa: F401 - the fixtures: a server on the shipped checkpoints
 
 from benchmarks.chromium import RUN_S, wait_for_rerun
-from ui.presenter import read_deck
+from ui.deck import read_deck
 
 pytestmark = pytest.mark.slow
 SHIPPED = "attention-step-by-step"

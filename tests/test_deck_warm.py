@@ -1,4 +1,4 @@
-"""Warmed decks (ui.warm): once a page has opened a deck, the server draws every slide of it in the background, so
+"""Warmed decks (ui.deck.warm): once a page has opened a deck, the server draws every slide of it in the background, so
 that a room opening the slides builds no model pass and no figure; while it warms, a session typing its own input
 sees only its own. In-process: the order of the slides, a failed slide, and once per deck content."""
 from __future__ import annotations
@@ -18,9 +18,7 @@ from benchmarks.load import WARMED, AppSession, SessionLog, logged, open_slide, 
 from deploy.server import streamlit_server
 from helpers import ROOT
 from transformer import load_checkpoint
-from ui import warm
-from ui.deck import Deck, Slide
-from ui.presenter import read_deck
+from ui.deck import Deck, Slide, read_deck, warm
 
 SHIPPED = "attention-step-by-step"
 PAGE = Path(__file__).with_name("deck_counts_page.py")

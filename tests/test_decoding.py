@@ -11,7 +11,8 @@ from scipy.stats import chisquare
 
 from helpers import BOS, EOS, PAD, ROOT, TINY_LENGTHS, count_calls, random_batch, small_model
 from transformer import capture, load_checkpoint
-from transformer.decoding import (
+from transformer.data.tasks import REVERSE_ALPHABET
+from transformer.inference.decoding import (
     PromptLookup,
     Sampling,
     beam_search,
@@ -20,7 +21,6 @@ from transformer.decoding import (
     greedy,
     shape_distribution,
 )
-from transformer.tasks import REVERSE_ALPHABET
 
 
 def sequence_log_prob(model, src, tokens) -> float:
@@ -95,7 +95,7 @@ def test_decode_steps_match_one_teacher_forced_pass(peaked_model):
     assert tokens == greedy(peaked_model, src, max_len=9)[0].tolist()
     with torch.no_grad(), capture(peaked_model, lambda n: n.endswith("cross_attn.hook_pattern")) as record:
         probs = peaked_model(src, torch.tensor([tokens[:-1]])).softmax(-1)[0]
-    cross = record.stack("decoder.cross")  # (layers, heads, tgt_len, src_len)
+    cross = record.stack("decoder.cross_attn")  # (layers, heads, tgt_len, src_len)
     for step in steps:
         assert step.prefix == tokens[: step.index + 1]
         assert step.top[0] == (step.token_id, pytest.approx(step.prob))
@@ -104,7 +104,7 @@ def test_decode_steps_match_one_teacher_forced_pass(peaked_model):
 
 
 def test_incremental_decoding_equals_full_passes(peaked_model):
-    from transformer.cache import DecoderCache
+    from transformer.model.cache import DecoderCache
 
     src, tgt = random_batch(peaked_model.config, [6, 3], [7, 4], seed=9)
     with torch.no_grad():
@@ -178,7 +178,7 @@ def test_a_captured_greedy_run_records_no_guessed_rows(monkeypatch):
     with capture(model) as record:
         tokens = greedy(model, src, 20)
     assert calls[0] == tokens.size(1) - 1
-    assert record["decoder.0.self"].shape[2] == 1  # (batch, heads, q_len, k_len): one query row, the last token's
+    assert record["decoder.layers.0.self_attn"].shape[2] == 1  # (batch, heads, q_len, k_len): the last token's row
 
 
 def test_mean_ablation_decodes_without_cache(peaked_model):
@@ -186,7 +186,7 @@ def test_mean_ablation_decodes_without_cache(peaked_model):
     from transformer import ablate
 
     src, _ = random_batch(peaked_model.config, [6], [1], seed=13)
-    with ablate(peaked_model, {"decoder.0.self": [0, 1, 2, 3]}, mode="mean"), torch.no_grad():
+    with ablate(peaked_model, {"decoder.layers.0.self_attn": [0, 1, 2, 3]}, mode="mean"), torch.no_grad():
         tokens = greedy(peaked_model, src, 10)[0].tolist()
         for step in range(1, len(tokens)):  # by hand: each step is a full pass over its prefix
             logits = peaked_model(src, torch.tensor([tokens[:step]]))[0, -1]
@@ -258,7 +258,7 @@ def reference_coverage_term(model, src: torch.Tensor, tokens: list[int]) -> floa
     heads averaged, summed over every row the hypothesis feeds (EOS and padding are never fed), then
     sum over the source pieces of log min(coverage, 1), each at least log(1e-6)."""
     fed = [token for token in tokens if token not in (EOS, PAD)]
-    key = f"decoder.{model.config.num_decoder_layers - 1}.cross"
+    key = f"decoder.layers.{model.config.num_decoder_layers - 1}.cross_attn"
     with torch.no_grad(), capture(model, [key]) as record:
         model(src, torch.tensor([fed]))
     coverage = record[key][0].mean(0).sum(0).tolist()  # (src_len,)
@@ -394,7 +394,8 @@ def test_mean_ablation_steps_give_the_probabilities_of_full_passes(trained):
     from transformer import ablate
 
     model, src = trained.model, torch.tensor([trained.encode("q1w2e3")])
-    with ablate(model, {"decoder.0.self": [0, 1], "decoder.1.self": [2]}, mode="mean"), torch.no_grad():
+    heads = {"decoder.layers.0.self_attn": [0, 1], "decoder.layers.1.self_attn": [2]}
+    with ablate(model, heads, mode="mean"), torch.no_grad():
         for step in decode_steps(model, src):
             probs = model(src, torch.tensor([step.prefix]))[0, -1].softmax(-1)
             assert step.prob == pytest.approx(float(probs[step.token_id]), abs=1e-5)

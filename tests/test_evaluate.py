@@ -5,8 +5,8 @@ import json
 import shutil
 
 from transformer import load_checkpoint
-from transformer.evaluate import FLOORS, evaluate, fresh_examples, main, record, translate_texts
-from transformer.tasks import DATE_FORMATS, generate
+from transformer.data.tasks import DATE_FORMATS, generate
+from transformer.training.evaluate import FLOORS, evaluate, fresh_examples, main, record, translate_texts
 
 
 def test_fresh_examples_cover_every_case_and_are_unseen():

@@ -9,8 +9,8 @@ import torch
 
 from helpers import ROOT
 from transformer import load_checkpoint
-from transformer.attribution import METHODS
-from transformer.faithfulness import RANDOM, date_alignment, deletion_drops, load, main, table
+from transformer.analysis.attribution import METHODS
+from transformer.training.faithfulness import RANDOM, date_alignment, deletion_drops, load, main, table
 
 
 @pytest.mark.parametrize("source, fmt, expected", [

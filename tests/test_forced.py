@@ -14,7 +14,7 @@ from transformer import (
     load_checkpoint,
     sequence_log_prob,
 )
-from transformer.attribution import _log_prob_rows, token_embeddings
+from transformer.analysis.attribution import _log_prob_rows, token_embeddings
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +81,7 @@ def test_force_takes_ids_and_captures_what_it_is_asked_for():
     model = small_model()
     src, tgt = random_batch(model.config, [5], [4])
     outputs = [*tgt[0, 1:].tolist(), 3]
-    forced = force(model, src[0].tolist(), outputs, names=["decoder.1.cross", "*.hook_q"])
+    forced = force(model, src[0].tolist(), outputs, names=["decoder.layers.1.cross_attn", "*.hook_q"])
     assert forced.tgt_ids == tgt[0].tolist()
     assert "decoder.layers.1.cross_attn.hook_pattern" in forced.attention.hooks
     assert "encoder.layers.0.self_attn.hook_q" in forced.attention.hooks

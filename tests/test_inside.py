@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from helpers import count_calls, random_batch, small_model
 from transformer import capture
-from transformer.hooks import INSIDE_HOOKS
+from transformer.model.hooks import INSIDE_HOOKS
 
 TOLERANCE = dict(atol=1e-5, rtol=0)
 

@@ -29,8 +29,8 @@ INPUTS = {"eng-fra-24": ("eng-fra", MEDIUM), "dates": ("dates", "Wednesday, Marc
 # input's row label heads and the query, not tokens.
 STEP_FIGURES = {0: [("inside-qk", None)], 1: [("inside-products", "keys")], 2: [("inside-softmax", "keys")],
                 3: [("inside-values", None)], 4: [("inside-neuron", "stack")]}
-KEY_SIDE = {"encoder.self": "src", "decoder.self": "tgt", "decoder.cross": "src"}
-STACK_SIDE = {"encoder.self": "src", "decoder.self": "tgt", "decoder.cross": "tgt"}
+KEY_SIDE = {"encoder.self_attn": "src", "decoder.self_attn": "tgt", "decoder.cross_attn": "src"}
+STACK_SIDE = {"encoder.self_attn": "src", "decoder.self_attn": "tgt", "decoder.cross_attn": "tgt"}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -47,9 +47,9 @@ def test_every_step_labels_every_token_and_fits(shipped_server, browser, shipped
             checkpoint = shipped_checkpoints.get(name) or load_checkpoint(ROOT / "checkpoints" / name)
             translation = checkpoint.translate(text, beam_size=1)
             counts = {"src": len(translation.src_ids), "tgt": len(translation.tgt_ids)}
-            for kind in ("decoder.cross", "encoder.self", "decoder.self"):
+            for kind in ("decoder.cross_attn", "encoder.self_attn", "decoder.self_attn"):
                 for step, figures in STEP_FIGURES.items():
-                    if kind != "decoder.cross" and step in (0, 3):  # the same figures as cross draws
+                    if kind != "decoder.cross_attn" and step in (0, 3):  # the same figures as cross draws
                         continue
                     label = f"{mode}-{input_name}-{kind}-{step}"
                     open_link(page, shipped_server, checkpoint=name, text=text, view="inside", kind=kind, layer="1",
@@ -66,8 +66,9 @@ def test_every_step_labels_every_token_and_fits(shipped_server, browser, shipped
                     screenshot(page, folder, f"inside-{label}")
         # a target and a foil through the link: the view reads the target, the output compares the foil
         target = "24noitnexta"
-        open_link(page, shipped_server, checkpoint="reverse", text="attention42", view="inside", kind="decoder.self",
-                  inside_step="2", query="9", target=target, foil="24noitnetta", **mode_params)
+        open_link(page, shipped_server, checkpoint="reverse", text="attention42", view="inside",
+                  kind="decoder.self_attn", inside_step="2", query="9", target=target, foil="24noitnetta",
+                  **mode_params)
         page.get_by_text("Target pieces: probability and rank · foil", exact=False).first.wait_for()
         assert target in page.url and "foil=" in page.url
         screenshot(page, folder, f"inside-{mode}-target-foil")

@@ -11,7 +11,7 @@ from transformer import load_checkpoint
 from ui.screen import DEFAULT_PX
 
 REVERSE = ROOT / "checkpoints" / "reverse"
-KINDS = ("encoder.self", "decoder.self", "decoder.cross")
+KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -28,7 +28,7 @@ def test_the_inside_pass_is_the_pass_every_view_shows(kind):
     dots = np.einsum("hqd,hkd->hqk", inside.q, inside.k)
     np.testing.assert_allclose(dots / math.sqrt(d_head), inside.scores, atol=1e-5)
     np.testing.assert_allclose(np.einsum("hqk,hkd->hqd", inside.weights, inside.v), inside.z, atol=1e-5)
-    length = len(translation.src_ids if kind == "encoder.self" else translation.tgt_ids)
+    length = len(translation.src_ids if kind == "encoder.self_attn" else translation.tgt_ids)
     assert inside.neurons.shape == (length, checkpoint.config.d_ff)
 
 
@@ -50,7 +50,7 @@ def test_every_step_draws_every_token_within_the_page(app, lecture):
                 assert layout["width"] <= DEFAULT_PX[lecture == "1"][0], (kind, step, layout["title"])
                 rows = layout["yaxis"]["ticktext"]
                 assert len(rows) == len(layout["yaxis"]["tickvals"]) and all(rows), (kind, step)
-            if step in (1, 2) and kind != "decoder.self":  # a row per source piece: a character each, and </s>
+            if step in (1, 2) and kind != "decoder.self_attn":  # a row per source piece: a character each, and </s>
                 assert len(layouts[0]["yaxis"]["ticktext"]) == len(at.session_state["text"]) + 1, (kind, step)
             if step == 4:
                 assert at.dataframe, "the neurons' table"

@@ -1,4 +1,4 @@
-"""The app under concurrent load: CI's short form of `python -m benchmarks.load` (benchmarks/load.py).
+"""The app under concurrent load: CI's short form of `python -m benchmarks.load` (benchmarks/load/).
 
 A few sessions at once against `streamlit run app.py`, each opening its own link, typing inputs, switching views,
 and closing and reopening its session; then the checks that would catch one session seeing another's data.
@@ -13,32 +13,19 @@ from types import SimpleNamespace
 from urllib.parse import quote, urlencode
 
 import pytest
-from websockets.asyncio.client import connect
 
-import benchmarks.load as load_module
 from benchmarks.chromium import CHROMIUM
-from benchmarks.load import (
-    INPUT_KINDS,
-    MIN_INPUT_CHARS,
-    VIEWS,
-    AppSession,
-    ChurnClient,
-    Client,
-    Inputs,
-    Interaction,
-    LectureClient,
-    Page,
-    SessionLog,
-    Tally,
-    checkout,
-    deck_table,
-    none_inside_another,
-    run_deck,
-    run_hall,
-    run_load,
-    typed_inputs,
-    verify,
-)
+from benchmarks.load import checks
+from benchmarks.load.checks import verify
+from benchmarks.load.churn import ChurnClient
+from benchmarks.load.client import VIEWS, Client, Interaction, Tally
+from benchmarks.load.crowd import run_load
+from benchmarks.load.deck import deck_table, run_deck
+from benchmarks.load.hall import HALL_CLICKS, run_hall
+from benchmarks.load.inputs import INPUT_KINDS, MIN_INPUT_CHARS, Inputs, none_inside_another, typed_inputs
+from benchmarks.load.lecture import LectureClient
+from benchmarks.load.protocol import AppSession, Page, SessionLog, open_websocket
+from benchmarks.load.server import checkout
 from deploy.server import streamlit_server
 from helpers import LOADABLE, ROOT, checkpoints_folder
 from transformer import load_checkpoint
@@ -84,7 +71,7 @@ def test_a_hall_types_its_own_sentences_at_once(tiny_checkpoint, tmp_path):
                       log=tmp_path / "streamlit.log")
     assert result["errors"] == []
     assert result["inputs_typed"] == SESSIONS and result["batching"]
-    assert result["outputs_checked"] >= SESSIONS * (2 + load_module.HALL_CLICKS)  # the links, inputs and clicks
+    assert result["outputs_checked"] >= SESSIONS * (2 + HALL_CLICKS)  # the links, inputs and clicks
     assert 0 < result["type_p50_s"] <= result["type_p95_s"] and result["click_p95_s"] > 0
     assert result["server_cpu_s_per_input"] > 0
     (only_round,) = result["rounds"]
@@ -127,8 +114,7 @@ def test_the_server_keeps_what_closed_sessions_built_within_a_bound(tmp_path):
     async def open_in_turn(url: str) -> list[int]:
         held = []
         for number in range(6):
-            async with connect(url.replace("http://", "ws://") + "_stcore/stream", subprotocols=["streamlit"],
-                               proxy=None) as websocket:
+            async with open_websocket(url, 60) as websocket:
                 page = await AppSession(websocket, SessionLog(number), urlencode({"session": number}), 60).rerun([])
                 assert page.exceptions == []
                 held.append(int(page.output))
@@ -213,7 +199,7 @@ def test_an_output_is_checked_as_the_page_shows_it(tiny_checkpoint, monkeypatch)
     checkpoint = load_checkpoint(tiny_checkpoint)
     translate = checkpoint.translate
     monkeypatch.setattr(checkpoint, "translate", lambda text: dataclasses.replace(translate(text), text="8 8 8 "))
-    monkeypatch.setattr(load_module, "load_checkpoint", lambda path: checkpoint)
+    monkeypatch.setattr(checks, "load_checkpoint", lambda path: checkpoint)
     text = "87w8v89574siblq1p8fme8"
     tally = Tally(sessions=[SessionLog(0, {text}, [text.encode()])],
                   interactions=[Interaction(0, "type", text, "attention", 1.0, "8 8 8"),

@@ -9,8 +9,8 @@ import torch
 
 from helpers import random_batch, small_model
 from transformer import capture, hook_points
-from transformer.lens import logit_lens
-from transformer.patching import activation_patching, run_patched
+from transformer.analysis.lens import logit_lens
+from transformer.analysis.patching import activation_patching, run_patched
 
 
 def _inputs(model, seed=1):
@@ -54,14 +54,14 @@ def test_patching_the_one_changed_token_at_layer_0_restores_the_clean_output():
     assert not np.delete(result.positions["encoder"][0], 4).any()  # tokens the runs share restore nothing
     assert not result.positions["decoder"][0].any()  # both runs read the same decoder input
     # decoder layer 0 self-attention sees only that input (up to the last bit, as above)
-    assert np.abs(result.heads["decoder.self"][0]).max() < 1e-5
+    assert np.abs(result.heads["decoder.self_attn"][0]).max() < 1e-5
 
 
 def test_patching_shapes_and_a_single_head_by_hand():
     model = small_model()
     clean, corrupted, tgt = _inputs(model)
     result = activation_patching(model, clean, corrupted, tgt, position=4, target=9, batch_size=5)
-    assert result.heads["decoder.cross"].shape == (2, 4) and result.positions["encoder"].shape == (2, 7)
+    assert result.heads["decoder.cross_attn"].shape == (2, 4) and result.positions["encoder"].shape == (2, 7)
     # One head patched by hand with run_patched gives the same effect as the batched sweep.
     with torch.no_grad(), capture(model, "*.hook_z") as record:
         model(torch.tensor([clean]), torch.tensor([tgt]))
@@ -73,7 +73,7 @@ def test_patching_shapes_and_a_single_head_by_hand():
     with torch.no_grad():
         patched = run_patched(model, torch.tensor([corrupted]), torch.tensor([tgt]), {name: mixed})
     expected = float(patched.log_softmax(-1)[0, 4, 9] - base)
-    assert result.heads["decoder.cross"][1, 2] == pytest.approx(expected, abs=1e-5)
+    assert result.heads["decoder.cross_attn"][1, 2] == pytest.approx(expected, abs=1e-5)
 
 
 def test_patching_under_eight_threads_equals_sequential():
@@ -111,7 +111,7 @@ def test_patching_before_the_last_position_equals_full_runs_by_hand():
 
     for layer in range(2):
         for head in range(4):
-            assert result.heads["decoder.self"][layer, head] == pytest.approx(
+            assert result.heads["decoder.self_attn"][layer, head] == pytest.approx(
                 effect(f"decoder.layers.{layer}.self_attn.hook_z", head), abs=1e-5)
         for column in range(len(tgt)):
             assert result.positions["decoder"][layer, column] == pytest.approx(
@@ -167,7 +167,7 @@ def test_patching_attention_weights_takes_the_unfused_path():
     with torch.no_grad():
         with patch(model, {"decoder.layers.0.cross_attn.hook_pattern": torch.zeros_like}):
             patched = model(src, tgt)
-        with ablate(model, {"decoder.0.cross": [0, 1, 2, 3]}):
+        with ablate(model, {"decoder.layers.0.cross_attn": [0, 1, 2, 3]}):
             ablated = model(src, tgt)
         plain = model(src, tgt)
     assert torch.allclose(patched, ablated, atol=1e-6) and not torch.allclose(patched, plain)
@@ -178,7 +178,7 @@ def test_patching_attention_weights_takes_the_unfused_path():
 
 def test_patch_texts_and_lens_pieces_on_a_checkpoint(tiny_checkpoint):
     from transformer import load_checkpoint
-    from transformer.patching import patch_texts
+    from transformer.analysis.patching import patch_texts
 
     checkpoint = load_checkpoint(tiny_checkpoint)
     result, translation = patch_texts(checkpoint, "abcd", "abce", position=0)

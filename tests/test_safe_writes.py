@@ -15,13 +15,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 from test_hostile import _memory_status
 
 from helpers import TINY_TRAINING
-from transformer import checkpoint as checkpoint_module
-from transformer import checkpoint_folders, convert, load_checkpoint, train
-from transformer.checkpoint import CheckpointError, staging_folder, writer_lock
+from transformer import checkpoint_folders, load_checkpoint
+from transformer.io import checkpoint as checkpoint_module
+from transformer.io import convert
+from transformer.io.checkpoint import CheckpointError, staging_folder, writer_lock
+from transformer.training import train
 
 pytestmark = pytest.mark.slow  # trainings and conversions in forked children
 CHILD_TIMEOUT_S = 60
@@ -87,16 +90,16 @@ def interrupted_at(owner: object, name: str, signum: int, *, after: bool = False
 
 
 def half_written_save(signum: int) -> Callable[[], None]:
-    """torch.save that writes the first half of the file, then signals (a save interrupted halfway)."""
-    original = torch.save
+    """safetensors' save_file that writes the first half of the file, then signals (a save interrupted halfway)."""
+    original = safetensors.torch.save_file
 
-    def save(obj, path, *args, **kwargs):
-        original(obj, path, *args, **kwargs)
+    def save(tensors, path, *args, **kwargs):
+        original(tensors, path, *args, **kwargs)
         data = Path(path).read_bytes()
         Path(path).write_bytes(data[: len(data) // 2])
         os.kill(os.getpid(), signum)
 
-    return lambda: setattr(torch, "save", save)
+    return lambda: setattr(safetensors.torch, "save_file", save)
 
 
 def assert_as_before_or_complete(target: Path, before: dict[str, str] | None, exit_code: int) -> None:
@@ -149,7 +152,7 @@ def test_an_interrupted_run_resumes_from_where_it_was_and_replaces_the_folder_on
     assert run_child(train_into(target, "--resume")) == 0
     checkpoint = load_checkpoint(target)
     assert [entry["step"] for entry in checkpoint.card.history] == [2, 4]
-    assert not (target / "snapshots" / "step_000150.pt").exists()  # the old run's snapshots went with it
+    assert not (target / "snapshots" / "step_000150.safetensors").exists()  # the old run's snapshots went with it
     assert not staging_folder(target, "training").exists()
 
 
@@ -183,9 +186,9 @@ def test_two_trainings_into_one_folder_one_refuses(tmp_path):
     (["--snapshots", "0,2"], "--snapshots are fractions"),
     (["--snapshots", "half"], "--snapshots and --snapshot-metrics take numbers"),
     (["--num-heads", "5"], "d_model .* must be divisible by num_heads"),
-    (["--d-model", "0"], "d_model must be a positive integer"),
-    (["--layers", "100"], "more than the 64 allowed"),
-    (["--dropout", "1"], r"dropout must be in \[0, 1\)"),
+    (["--d-model", "0"], "d_model must be an integer from 1 to 4,096, got 0"),
+    (["--layers", "100"], "num_encoder_layers must be an integer from 0 to 64, got 100"),
+    (["--dropout", "1"], r"dropout must be a number in \[0, 1\), got 1"),
 ])
 def test_a_flag_out_of_range_is_a_message_before_anything_is_written(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit):
@@ -225,7 +228,7 @@ def convert_into(source: Path, out: Path, *flags: str) -> Callable[[], None]:
 CONVERT_POINTS = {
     "before-the-save": lambda signum: interrupted_at(convert, "write_folder", signum),
     "half-way-through-the-weights": half_written_save,
-    "while-checking-the-new-folder": lambda signum: interrupted_at(convert, "load_checkpoint", signum),
+    "while-checking-the-new-folder": lambda signum: interrupted_at(convert, "LoadedCheckpoint", signum),
     "between-the-renames": lambda signum: interrupted_at(os, "rename", signum, after=True),
 }
 
@@ -264,7 +267,7 @@ def test_a_conversion_that_fails_after_writing_changes_nothing(tiny_checkpoint, 
     def fails(path):
         raise CheckpointError(f"{path}: planted failure")
 
-    monkeypatch.setattr(convert, "load_checkpoint", fails)
+    monkeypatch.setattr(convert, "LoadedCheckpoint", fails)
     with pytest.raises(SystemExit, match="planted failure"):
         convert_into(marian_folder, target, "--replace")()
     assert contents(target) == before

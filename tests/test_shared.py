@@ -217,7 +217,7 @@ def test_passes_are_sized_through_their_dataclasses():
     from ui.analysis import Attention, KindAttention
 
     weights = np.zeros((2, 4, 10, 10), dtype=np.float32)
-    kind = KindAttention("encoder.self", "src", "src", weights, weights.copy(), np.ones((10, 10), dtype=bool))
+    kind = KindAttention("encoder.self_attn", "src", "src", weights, weights.copy(), np.ones((10, 10), dtype=bool))
     assert size_of(Attention((kind,))) >= 2 * weights.nbytes + 100
 
 

@@ -2,20 +2,28 @@
 floors the README promises, and the card's examples translate to what was checked by hand."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import platform
+import sys
+from contextlib import contextmanager
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 import torch
 
 from helpers import ROOT, corpus_file
 from transformer import TransformerConfig, load_checkpoint
-from transformer.capture import capture
-from transformer.checkpoint import CARD_FILE, CONFIG_FILE
-from transformer.data import CorpusSpec, corpus_specs, corpus_splits, words
-from transformer.decoding import beam_search, greedy
-from transformer.evaluate import (
+from transformer.analysis.induction import head_scores, in_context, probe
+from transformer.data.corpora import CorpusSpec, corpus_specs, corpus_splits
+from transformer.inference.decoding import beam_search, greedy
+from transformer.io.checkpoint import CARD_FILE, CONFIG_FILE
+from transformer.io.text import words
+from transformer.model.capture import capture
+from transformer.model.device import atlas_device
+from transformer.training.evaluate import (
     FLOORS,
     METRICS,
     evaluate,
@@ -25,15 +33,15 @@ from transformer.evaluate import (
     score,
     translate_texts,
 )
-from transformer.induction import head_scores, in_context, probe
 from viz.stats import head_statistics
 
-SHIPPED = ("dates", "eng-fra", "induction", "reverse", "reverse-1layer")
+SHIPPED = ("dates", "eng-fra", "english-lm", "induction", "reverse", "reverse-1layer")
 # Shipped to be compared with a partner (the app's Compare -> two checkpoints): the same vocabulary and data, one idea
 # changed, and below the task's floor on purpose (what the changed idea costs is the lesson).
 COMPARISONS = {"reverse-1layer": ("reverse", {"num_encoder_layers": 1, "num_decoder_layers": 1})}
 UNSEEN_WORD = "grandnephews"  # in neither of eng-fra's corpora ("grandparents" is in Multi30k's)
-CHECK_SEED = 4242  # fresh inputs of neither training nor the recorded evaluation (transformer.evaluate.FRESH_SEED)
+OUTPUTS_FILE = ROOT / "tests" / "shipped_outputs.json"  # digests of shipped_outputs, recorded by `--record` below
+CHECK_SEED = 4242  # fresh inputs of neither training nor the recorded evaluation (transformer.data.tasks.FRESH_SEED)
 # Each card's examples, with the outputs a person checked (decoded as the card says: eng-fra uses beam 4): reverse is
 # known; dates and French read by hand; the language model's continuation begins with the rest of the repeat.
 INDUCTION_EXPECTED = {"attention is all you need. attention is": "all you need.",
@@ -41,6 +49,19 @@ INDUCTION_EXPECTED = {"attention is all you need. attention is": "all you need."
                       "Paris London Rome Berlin. Paris London": "Rome Berlin.",
                       "lorem ipsum dolor sit amet. lorem ipsum": "dolor sit amet.",
                       "Alice met Bob at noon. Alice met": "Bob at noon.", "xq7 bnz tt0 kz9 xq7 bnz": "tt0 kz9"}
+# english-lm's greedy continuations, read for plausibility (docs/english-lm.md shows them): the first sentence each.
+ENGLISH_LM_EXPECTED = {
+    'I would like to': 'go to the movies with you.',
+    'Where is the': 'nearest station?',
+    'Tom told Mary that': 'he was a doctor.',
+    "It's going to": 'be a good way.',
+    'My mother': 'is a doctor.',
+    'Can you help me': 'with my homework?',
+    "I don't think": "I'm a little busy.",
+    'We went to the': 'beach to see the movie.',
+    'This is the best': "thing I've ever seen.",
+    'Why did you': 'go to the party?',
+}
 EXPECTED = {
     "reverse": None,  # the example reversed
     "reverse-1layer": None,
@@ -57,6 +78,7 @@ EXPECTED = {
                 "Tom is taller than Mary.": "Tom est plus grand que Mary.",
                 "It is raining today.": "Il pleut aujourd'hui."},
     "induction": INDUCTION_EXPECTED,
+    "english-lm": ENGLISH_LM_EXPECTED,
 }
 
 
@@ -77,8 +99,8 @@ def test_card_and_config_are_valid_and_agree_with_the_weights(shipped):
     assert json.loads((folder / CARD_FILE).read_text())["name"] == card.name == shipped.name
     assert card.parameters == shipped.model.num_parameters()
     assert card.task in FLOORS and card.examples and card.description and card.data and card.training_command
-    recorded = next((card.metrics[name] for name in ("fresh_exact_match_worst_case", "dev_bleu", "dev_repeat_accuracy")
-                     if name in card.metrics), None)
+    recorded = next((card.metrics[name] for name in ("fresh_exact_match_worst_case", "dev_bleu", "dev_repeat_accuracy",
+                                                     "dev_next_token_accuracy") if name in card.metrics), None)
     floor = 0.5 if shipped.name in COMPARISONS else FLOORS[card.task]  # a comparison model still works, mostly
     assert recorded is not None and recorded >= floor  # the figure the README quotes meets its floor
     assert [s["step"] for s in card.history] == sorted(s["step"] for s in card.history)
@@ -237,7 +259,82 @@ def test_the_induction_snapshots_show_in_context_learning_appear():
     with torch.no_grad(), capture(checkpoint.model) as record:
         checkpoint.model(None, row[None])
     pieces = checkpoint.tgt_tokenizer.pieces(row.tolist())
-    table = head_statistics({"decoder self": record.stack("decoder.self").numpy()}, {"decoder self": pieces},
+    table = head_statistics({"decoder self": record.stack("decoder.self_attn").numpy()}, {"decoder self": pieces},
                             {"decoder self": pieces})
     assert table.loc[table["induction_share"].idxmax(), "layer"] == 1
     assert "induction" in set(table["role"])
+
+
+def shipped_outputs(checkpoint) -> dict[str, torch.Tensor]:
+    """What a shipped model computes on its card's first two examples as one right-padded batch, teacher-forced on
+    their greedy outputs: the logits without a capture (the fused attention), and with every hook point captured
+    (the explicit softmax) those logits and every hook's tensor."""
+    model, config = checkpoint.model, checkpoint.config
+    rows = [checkpoint.encode(text) for text in checkpoint.card.examples[:2]]
+    if config.stacks == "encoder-decoder":
+        outputs = [greedy(model, torch.tensor([row]))[0].tolist() for row in rows]
+    batch = [[*row, *[config.pad_id] * (max(map(len, rows)) - len(row))] for row in rows]
+    src, tgt = (None, torch.tensor(batch)) if config.stacks == "decoder-only" else (torch.tensor(batch), None)
+    if tgt is None:
+        width = max(map(len, outputs))
+        tgt = torch.tensor([[*row, *[config.pad_id] * (width - len(row))] for row in outputs])
+    with torch.no_grad():
+        found = {"logits": model(src, tgt)}
+        with capture(model, "*") as record:
+            found["captured logits"] = model(src, tgt)
+    return found | dict(record.hooks)
+
+
+RECORDED_THREADS = 2  # the digests are computed with this many intra-op threads wherever the test runs
+
+
+@contextmanager
+def recorded_threads():
+    """torch with RECORDED_THREADS intra-op threads: another test may have left fewer, and the sums of a product
+    split over other threads run in another order."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(RECORDED_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def machine() -> str:
+    """What float results depend on besides the code: torch's version, the device, the processor and its kernels,
+    and the threads a product is split over."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return (f"torch {torch.__version__}, {atlas_device().type}, {cpu}, {torch.backends.cpu.get_cpu_capability()}, "
+            f"{torch.get_num_threads()} threads")
+
+
+def digests(checkpoint) -> dict[str, str]:
+    """sha256 of each of shipped_outputs' tensors (dtype, shape and bytes): equal digests are torch.equal tensors."""
+    with recorded_threads():
+        outputs = shipped_outputs(checkpoint)
+    return {name: hashlib.sha256(f"{tensor.dtype} {tuple(tensor.shape)}".encode()
+                                 + tensor.cpu().contiguous().numpy().tobytes()).hexdigest()
+            for name, tensor in outputs.items()}
+
+
+RECORDED = json.loads(OUTPUTS_FILE.read_text())
+
+
+@pytest.mark.parametrize("name", RECORDED["digests"])
+def test_the_shipped_models_compute_what_they_always_have(name):
+    """Every config field added for another model family defaults to the model as it was: the logits (fused and
+    explicit attention) and every hook point's tensor of the checkpoints shipped before those fields are bit for bit
+    those recorded then (torch.equal), on the kind of machine that recorded them."""
+    with recorded_threads():
+        here = machine()
+    if RECORDED["machine"] != here:
+        pytest.skip(f"recorded on {RECORDED['machine']}, this is {here}: other kernels round otherwise")
+    assert digests(load_checkpoint(ROOT / "checkpoints" / name)) == RECORDED["digests"][name]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--record"]:  # PYTHONPATH=.:tests python tests/test_shipped.py --record
+    with recorded_threads():
+        here = machine()
+    OUTPUTS_FILE.write_text(json.dumps({"machine": here, "digests": {
+        name: digests(load_checkpoint(ROOT / "checkpoints" / name)) for name in RECORDED["digests"]}}, indent=1) + "\n")

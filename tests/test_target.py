@@ -1,12 +1,11 @@
 """The Target and Foil fields through a link: every view reads the target, the output shows each target piece's
 probability and rank, a foil's log p(target) − log p(foil), and the Attribution view attributes that difference."""
-import base64
 import json
 
 import numpy as np
 import pytest
 
-from helpers import LOADABLE
+from helpers import LOADABLE, plotly_values
 from transformer import forced_target, load_checkpoint
 
 TEXT = "abc12"
@@ -32,11 +31,7 @@ def target_table(at):
 
 def drawn_z(at) -> np.ndarray:
     """The first figure's first heatmap, as Plotly's JSON carries it (a typed array)."""
-    z = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]
-    if isinstance(z, list):
-        return np.array(z, dtype=float)
-    shape = [int(n) for n in str(z["shape"]).split(",")]
-    return np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(shape).astype(float)
+    return plotly_values(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]).astype(float)
 
 
 def titles(at) -> list[str]:
@@ -54,7 +49,7 @@ def test_the_models_own_output_as_target_changes_nothing(app, output):
 
 def test_a_changed_piece_of_the_target_is_unlikely_and_every_view_reads_the_target(app, app_checkpoints, output):
     target = changed(output)
-    at = app(text=TEXT, view="inside", target=target, kind="decoder.self", query="3", inside_step="0")
+    at = app(text=TEXT, view="inside", target=target, kind="decoder.self_attn", query="3", inside_step="0")
     assert not at.exception and not at.warning
     table = target_table(at)
     assert table["target piece"].tolist()[2] == target[2]
@@ -64,7 +59,7 @@ def test_a_changed_piece_of_the_target_is_unlikely_and_every_view_reads_the_targ
     assert query_row == f"q · {target[2]} → {target[3]}"  # the inside view's query is the target's piece
     at = app(text=TEXT, view="attention", target=target)  # the attention the target gets, not the output's
     expected = forced_target(load_checkpoint(app_checkpoints / LOADABLE[0]), TEXT, target).attention
-    np.testing.assert_allclose(drawn_z(at), expected["decoder.0.cross"][0, 0].numpy(), atol=1e-6)
+    np.testing.assert_allclose(drawn_z(at), expected["decoder.layers.0.cross_attn"][0, 0].numpy(), atol=1e-6)
 
 
 def test_a_foil_is_compared_position_by_position_and_attributed(app, output):

@@ -1,4 +1,4 @@
-"""Tests for transformer.tasks: reversal, date formats (checked by an independent parser), determinism."""
+"""Tests for transformer.data.tasks: reversal, date formats (checked by an independent parser), determinism."""
 
 import datetime
 import random
@@ -7,8 +7,10 @@ import string
 
 import pytest
 
-from transformer.tasks import (
+from transformer.data.tasks import (
+    CORPUS_TASKS,
     DATE_FORMATS,
+    LANGUAGE_MODEL_TASKS,
     TASKS,
     date_example,
     format_date,
@@ -209,3 +211,9 @@ def test_generate_is_deterministic_per_seed(task):
 def test_unknown_task_lists_the_known_ones():
     with pytest.raises(ValueError, match="reverse.*dates|dates.*reverse"):
         generate("sort", 10, seed=0)
+
+
+def test_a_language_model_of_a_corpus_is_read_not_generated():
+    assert "lm" in LANGUAGE_MODEL_TASKS and CORPUS_TASKS == {"translate", "lm"} and not CORPUS_TASKS & set(TASKS)
+    with pytest.raises(ValueError, match="unknown task 'lm'"):
+        generate("lm", 10, seed=0)

@@ -1,10 +1,10 @@
-"""Tests for transformer.tokenizer: training, loading, special ids, char models, determinism."""
+"""Tests for transformer.io.tokenizer: training, loading, special ids, char models, determinism."""
 
 from pathlib import Path
 
 import pytest
 
-from transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from transformer.io.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 SENTENCES = [
     "the cat sat on the mat",

@@ -1,4 +1,5 @@
-"""The training command: a few steps end to end, resuming, the schedule, and two DDP processes."""
+"""The training command: a few steps end to end, resuming, the schedule, and two DDP processes; a language model of a
+corpus's sentences (--task lm): Llama-shaped, held out by sentence, a vocabulary of its side, packed, resumed."""
 import gzip
 import json
 import os
@@ -13,14 +14,37 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 
 from helpers import ROOT, TINY_TRAINING
-from transformer.checkpoint import expected_state, load_checkpoint, load_weights, read_config
-from transformer.data import read_parallel, split_dev, words
-from transformer.evaluate import chrf, evaluation_cases, score, translate_texts
-from transformer.evaluate import evaluate as evaluate_checkpoint
-from transformer.tasks import reverse_example
-from transformer.train import PAD_ID, collate, encode_examples, evaluate, learning_rate, load_pairs, main, parse_args
+from transformer.data.corpora import read_parallel, split_dev
+from transformer.data.tasks import reverse_example
+from transformer.inference.translation import load_checkpoint
+from transformer.io.checkpoint import expected_state, load_weights, parameter_count, read_config
+from transformer.io.text import words
+from transformer.io.tokenizer import UNK_ID
+from transformer.training.evaluate import (
+    chrf,
+    continuations,
+    evaluation_cases,
+    lm_checkpoint_metrics,
+    score,
+    translate_texts,
+)
+from transformer.training.evaluate import evaluate as evaluate_checkpoint
+from transformer.training.train import (
+    PAD_ID,
+    Progress,
+    collate,
+    encode_examples,
+    evaluate,
+    learning_rate,
+    load_pairs,
+    main,
+    model_config,
+    parse_args,
+    select_snapshots,
+)
 
 
 def test_few_steps_end_to_end(tiny_checkpoint):
@@ -30,7 +54,7 @@ def test_few_steps_end_to_end(tiny_checkpoint):
     assert [entry["step"] for entry in card.history] == [250, 500]
     assert [s["step"] for s in card.snapshots] == [0, 10, 50, 150]  # 0 %, 2 %, 10 %, 30 % of 500 steps
     for snapshot in checkpoint.snapshot_names():
-        state = torch.load(tiny_checkpoint / "snapshots" / f"{snapshot}.pt", weights_only=True)
+        state = load_file(tiny_checkpoint / "snapshots" / f"{snapshot}.safetensors")
         assert state["encoder.layers.0.self_attn.W_q.weight"].dtype == torch.float16
         assert checkpoint.load_snapshot(snapshot).encoder.layers[0].self_attn.W_q.weight.dtype == torch.float32
     assert card.training_command.startswith("python -m transformer.train --task reverse")
@@ -115,7 +139,7 @@ def test_two_ddp_processes_end_with_identical_weights(tmp_path):
     assert run.returncode == 0, stderr[-3000:]
     expected = expected_state(read_config(out), out)
     rank0, rank1 = (load_weights(out / f"rank{rank}.pt", out, expected) for rank in (0, 1))
-    initial = load_weights(out / "snapshots" / "step_000000.pt", out, expected)
+    initial = load_weights(out / "snapshots" / "step_000000.safetensors", out, expected)
     assert rank0.keys() == rank1.keys()
     for name in rank0:
         torch.testing.assert_close(rank0[name], rank1[name], rtol=0, atol=0, msg=name)
@@ -251,3 +275,123 @@ def test_a_run_says_what_it_does_before_its_progress_bar_and_prints_each_evaluat
     for line in lines:
         assert re.fullmatch(r"step [12] \(reverse\): dev exact_match \d\.\d{4}, dev loss \d+\.\d{4}, "
                             r"train loss \d+\.\d{4}", line.strip()), line
+
+
+# ----------------------------------------------------------------------------- a language model (--task lm)
+
+def english_corpus(path, lines: int = 1500):
+    """A TSV whose English side is short everyday sentences and whose other side is a script English lacks (ß)."""
+    rng = random.Random(0)
+    names, verbs = ["Tom", "Mary", "John", "Alice", "My mother"], ["likes", "sees", "wants", "has", "paints"]
+    things = ["a red car", "the cat", "some tea", "a book", "the garden", "two dogs"]
+    rows = [f"{rng.choice(names)} {rng.choice(verbs)} {rng.choice(things)} {rng.randint(1, 60)} times.\tßß {i} ßß"
+            for i in range(lines)]
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+TINY_LM = ["--task", "lm", "--vocab-size", "120", "--d-model", "32", "--num-heads", "4", "--num-kv-heads", "2",
+           "--layers", "2", "--d-ff", "64", "--max-len", "40", "--max-tokens", "640", "--dropout", "0", "--warmup", "5",
+           "--repeat-sentences", "0.3", "--dev-fraction", "0.1", "--quiet"]
+
+
+def test_the_language_models_defaults_are_llama_shaped_and_under_ten_million_parameters():
+    args = parse_args(["--task", "lm", "--data", "corpus.tsv", "--out", "x"])
+    config = model_config(args, args.vocab_size, args.vocab_size)
+    assert (config.stacks, config.positional, config.norm, config.norm_first, config.feed_forward,
+            config.activation, config.attention_bias, config.feed_forward_bias) == (
+        "decoder-only", "rotary", "rms", True, "gated", "silu", "none", False)
+    assert config.num_heads == 2 * config.kv_heads and config.tie_output_embedding and args.label_smoothing == 0
+    assert 4_000_000 < parameter_count(config) <= 10_000_000
+    translate = parse_args(["--task", "translate", "--data", "corpus.tsv", "--out", "x"])
+    assert (translate.positional, translate.norm, translate.norm_first, translate.label_smoothing) == (
+        "sinusoidal", "layer", False, 0.1)  # the other tasks' models as they were
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--task", "lm", "--out", "x"], "needs --data"),
+    (["--task", "lm", "--data", "c.tsv", "--out", "x", "--concat", "0.1"], "packs sentences"),
+    (["--task", "translate", "--data", "c.tsv", "--out", "x", "--repeat-sentences", "0.2"], "for --task lm"),
+    (["--task", "lm", "--data", "c.tsv", "--out", "x", "--repeat-sentences", "1.5"], "from 0 to 1"),
+    (["--task", "lm", "--data", "c.tsv", "--out", "x", "--num-kv-heads", "3"], "num_kv_heads"),
+    (["--task", "translate", "--data", "c.tsv", "--out", "x", "--positional", "rotary"], "decoder-only"),
+    (["--task", "translate", "--data", "c.tsv", "--out", "x", "--snapshot-by", "text_induction_score"],
+     "--snapshot-by must be one of dev_metric for --task translate"),
+])
+def test_language_model_flags_are_checked_before_anything_runs(flags, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(flags)
+    assert message in capsys.readouterr().err
+
+
+def test_a_language_model_trains_on_one_side_of_a_corpus_and_its_card_holds_what_its_weights_give(tmp_path):
+    corpus = english_corpus(tmp_path / "eng-xx.tsv")
+    out = tmp_path / "lm"
+    main(TINY_LM + ["--data", str(corpus), "--out", str(out), "--steps", "12", "--eval-every", "6",
+                    "--snapshots", "0,0.5", "--examples", "Tom likes", "My mother"])
+    checkpoint = load_checkpoint(out)
+    config, card = checkpoint.config, checkpoint.card
+    assert (card.task, config.stacks, config.positional, config.norm, config.num_kv_heads) == (
+        "lm", "decoder-only", "rotary", "rms", 2)
+    assert (out / "src.model").read_bytes() == (out / "tgt.model").read_bytes()  # one vocabulary
+    tokenizer = checkpoint.tgt_tokenizer
+    assert UNK_ID in tokenizer.encode("ß") and UNK_ID not in tokenizer.encode("Tom paints two dogs.")  # English's
+    dev = load_pairs(parse_args(TINY_LM + ["--data", str(corpus), "--out", "x"]))[2]
+    held_out = {text for pairs in dev.values() for _, text in pairs}
+    assert card.metrics["dev_sentences"] == len(held_out) > 0 and card.metrics["train_sentences"] > 5 * len(held_out)
+    # The figures on the card are those the folder's weights give, measured again from the corpus (as the test of
+    # the shipped english-lm does).
+    measured = lm_checkpoint_metrics(checkpoint)
+    for name, value in measured.items():
+        assert card.metrics[name] == pytest.approx(value, rel=1e-4, abs=1e-4), name
+    assert {"dev_perplexity", "dev_perplexity_per_word", "text_induction_score", "text_previous_token_score",
+            "induction_score", "previous_token_score"} <= set(measured)
+    assert card.metrics["dev_perplexity"] < config.tgt_vocab_size  # it learnt something in 12 steps
+    for entry in card.history:
+        assert {"text_induction_score", "text_previous_token_score", "induction_score"} <= set(entry)
+    assert [s["step"] for s in card.snapshots] == [0, 6]
+    assert "--repeat-sentences" in card.description and "packed into up to 40 tokens" in card.description
+    assert card.training["longest_source_tokens"] == 38 and card.examples == ["Tom likes", "My mother"]
+    assert [prompt for prompt, _ in continuations(checkpoint, card.examples)] == card.examples
+    assert not checkpoint.translate("Tom likes the cat. Tom likes").warnings  # sentences as it read them: no caveat
+
+
+def test_a_language_model_of_the_other_side_reads_its_script(tmp_path):
+    corpus = english_corpus(tmp_path / "eng-xx.tsv", lines=300)
+    out = tmp_path / "lm"
+    main(TINY_LM + ["--data", str(corpus), "--text-side", "target", "--out", str(out), "--steps", "2",
+                    "--eval-every", "2", "--snapshots", "0"])
+    checkpoint = load_checkpoint(out)
+    assert UNK_ID not in checkpoint.tgt_tokenizer.encode("ßß 12 ßß")
+    assert "target side" in checkpoint.card.description
+
+
+@pytest.mark.slow
+def test_a_language_model_resumed_across_epochs_equals_one_run(tmp_path):
+    """Its sequences are packed afresh each epoch, from the seed and the epoch: a resumed run packs the same."""
+    corpus = english_corpus(tmp_path / "eng-xx.tsv", lines=600)
+    common = TINY_LM + ["--data", str(corpus), "--snapshots", "0", "--eval-every", "4", "--dropout", "0.1"]
+    straight = main(common + ["--out", str(tmp_path / "a"), "--steps", "24"])
+    main(common + ["--out", str(tmp_path / "b"), "--steps", "12"])
+    resumed = main(common + ["--out", str(tmp_path / "b"), "--steps", "24", "--resume"])
+    epochs = [torch.load(tmp_path / run / "resume.pt", weights_only=True)["progress"]["epoch"] for run in "ab"]
+    assert epochs[0] == epochs[1] >= 2  # the first run stopped in another epoch than the one the second ended in
+    for (name, a), (_, b) in zip(straight.state_dict().items(), resumed.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+def test_snapshots_follow_a_figure_of_the_curve_and_given_fractions(tmp_path):
+    """--snapshot-metrics 0.15,0.3 --snapshot-by text_induction_score --snapshots 0,0.1: the first state, the first
+    evaluation at or after 10 % of the steps, the first whose text_induction_score passes each threshold, the last
+    before the final weights; the files of the others deleted."""
+    scores = {0: 0.05, 100: 0.06, 200: 0.07, 300: 0.2, 400: 0.5, 500: 0.6, 600: 0.6}
+    progress = Progress(history=[{"step": step, "dev_metric": 0.3, "text_induction_score": score}
+                                 for step, score in scores.items() if step],
+                        snapshots=[{"name": f"step_{step:06d}", "step": step, "fraction": step / 600,
+                                    "dev_metric": 0.3} for step in scores])
+    for step in scores:
+        (tmp_path / f"step_{step:06d}.safetensors").write_bytes(b"")
+    select_snapshots(progress, [0.15, 0.3], tmp_path, 600, "text_induction_score", [0, 60])
+    assert [s["step"] for s in progress.snapshots] == [0, 100, 300, 400, 500]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"step_{step:06d}.safetensors"
+                                                                for step in (0, 100, 300, 400, 500)]

@@ -5,9 +5,7 @@ import random
 import torch
 
 from helpers import TINY_TRAINING
-from transformer.checkpoint import load_checkpoint
-from transformer.evaluate import length_bucket
-from transformer.recipes import (
+from transformer.data.recipes import (
     CLAUSE_JOINS,
     clause_joined_pairs,
     joined_pairs,
@@ -17,7 +15,9 @@ from transformer.recipes import (
     trailing_phrases,
     trailing_times,
 )
-from transformer.train import Progress, main, select_snapshots
+from transformer.inference.translation import load_checkpoint
+from transformer.training.evaluate import length_bucket
+from transformer.training.train import Progress, main, select_snapshots
 
 
 def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
@@ -25,7 +25,7 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     main(every_ten + ["--out", str(tmp_path / "first"), "--steps", "20", "--snapshots", "0,0.5",
                       "--description", "Reverses strings.", "--data-credit", "Made here.", "--examples", "abc", "de"])
     first = json.loads((tmp_path / "first" / "card.json").read_text())
-    first["decoding"] = {"beam_size": 3, "length_penalty": 1.2}  # as `transformer.evaluate --record` writes it
+    first["decoding"] = {"beam_size": 3, "length_penalty": 1.2}  # as `transformer.training.evaluate --record` writes it
     (tmp_path / "first" / "card.json").write_text(json.dumps(first))
     continued = main(every_ten + ["--out", str(tmp_path / "second"), "--init-from", str(tmp_path / "first"),
                                       "--steps", "20", "--snapshots", "0", "--d-ff", "8"])
@@ -35,11 +35,11 @@ def test_init_from_starts_at_the_checkpoint_and_carries_its_history(tmp_path):
     assert card["history"][:2] == first["history"]
     assert [s["step"] for s in card["snapshots"]] == [0, 10, 20]  # the first run's two, then our start (step 20)
     for snapshot in load_checkpoint(tmp_path / "second").snapshot_names():
-        assert (tmp_path / "second" / "snapshots" / f"{snapshot}.pt").is_file()
+        assert (tmp_path / "second" / "snapshots" / f"{snapshot}.safetensors").is_file()
     start = load_checkpoint(tmp_path / "second").load_snapshot("step_000020").state_dict()  # fp16 copy of our start
     inherited = load_checkpoint(tmp_path / "first").model.state_dict()
     best_of_first = max(first["history"], key=lambda e: e["dev_metric"])["step"]
-    if best_of_first == 20:  # model.pt of the first run is its last state exactly when that was its best
+    if best_of_first == 20:  # the final weights of the first run is its last state exactly when that was its best
         torch.testing.assert_close(start["generator.bias"], inherited["generator.bias"], atol=1e-3, rtol=1e-3)
     assert not torch.equal(continued.generator.bias.detach(), inherited["generator.bias"])  # and it trained on
     assert (tmp_path / "second" / "src.model").read_bytes() == (tmp_path / "first" / "src.model").read_bytes()
@@ -56,15 +56,15 @@ def test_select_snapshots_keeps_first_each_threshold_and_last_before_best(tmp_pa
     progress = Progress(history=[{"step": s, "dev_metric": m} for s, m in metrics.items()],
                         snapshots=[{"name": f"step_{s:06d}", "step": s, "dev_metric": m} for s, m in metrics.items()])
     for snapshot in progress.snapshots:
-        (tmp_path / f"{snapshot['name']}.pt").write_bytes(b"x")
+        (tmp_path / f"{snapshot['name']}.safetensors").write_bytes(b"x")
     select_snapshots(progress, [5, 20], tmp_path, final_step=600)
     kept = [s["step"] for s in progress.snapshots]
     assert kept == [0, 200, 400, 500]  # first state, first > 5, first > 20, last before the final weights (600)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step_{s:06d}.pt" for s in kept]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"step_{s:06d}.safetensors" for s in kept]
 
 
 def test_keep_last_gives_the_checkpoint_the_last_state_not_the_best(tmp_path):
-    """--keep last: model.pt is the state after the last step (a cool-down's end) even where an earlier quick
+    """--keep last: the final weights are the state after the last step (a cool-down's end) even where an earlier quick
     evaluation scored higher, and the last snapshot kept is the one before it."""
     trained = main(TINY_TRAINING + ["--out", str(tmp_path), "--steps", "30", "--eval-every", "10", "--cooldown", "0.5",
                                     "--snapshot-metrics", "0.5", "--keep", "last"])

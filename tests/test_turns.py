@@ -2,7 +2,6 @@
 processes get. (tests/test_concurrency.py runs the app's passes through them from many threads.)"""
 from __future__ import annotations
 
-import re
 import threading
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 
 from deploy.local import app_environment
 from ui import turns
-from ui.shared import SharedResults
+from ui.shared import Expiring, SharedResults
 from ui.turns import Turns, arrived, turn_count
 
 
@@ -130,49 +129,45 @@ def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypa
     assert got == {"A": "the pass", "B": "the pass"} and c_drew.is_set()
 
 
-def test_sessions_waiting_for_a_streamlit_cache_entry_leave_the_page_to_its_computation(monkeypatch):
-    """One page turn. A computes a Streamlit cache entry that needs a slow lookup of its own (ui.shared.expiring,
-    which lets the turn go while it computes); B asks for the same entry meanwhile and waits on Streamlit's lock.
-    Both finish: B waited outside the page turn, so A got it back."""
-    import streamlit as st
-
-    from ui.shared import Expiring
-
+def test_sessions_waiting_for_a_cached_lookup_leave_the_page_to_its_computation(monkeypatch):
+    """One page turn. A computes a cached lookup that needs a slow lookup of its own (both ui.shared.Expiring); B asks
+    for the same entry meanwhile and waits for A's; C, a click with nothing to wait for, still draws its page before
+    A's computation ends. Neither the computation nor the wait holds the page turn."""
     monkeypatch.setattr(turns, "PAGE", Turns(1))
-    computing, b_asks = threading.Event(), threading.Event()
+    computing, b_asks, c_drew, got = threading.Event(), threading.Event(), threading.Event(), {}
 
     def slow_lookup(name):
         computing.set()
-        assert b_asks.wait(timeout=10)
-        time.sleep(0.1)  # B is now waiting on Streamlit's lock
+        assert c_drew.wait(timeout=10)
         return name.upper()
     lookup = Expiring(slow_lookup, ttl_s=60, max_entries=2)
+    ranking = Expiring(lambda name: lookup(name) + " ranked", ttl_s=60, max_entries=2)
 
-    @turns.outside_page
-    @st.cache_data(max_entries=2, show_spinner=False)
-    def ranking(name):
-        return lookup(name) + " ranked"
-
-    got = {}
-
-    def session(label):
+    def session(name):
         def run():
-            if label == "B":
-                assert computing.wait(timeout=10)
-                b_asks.set()
             with turns.page():
-                got[label] = ranking(f"checkpoint-{id(lookup)}")
+                if name == "C":
+                    c_drew.set()
+                else:
+                    if name == "B":
+                        b_asks.set()
+                    got[name] = ranking("checkpoint")
         return run
-    threads = [started(session("A")), started(session("B"))]
-    for thread in threads:
-        thread.join(timeout=30)
-    assert len(set(got.values())) == 1 and len(got) == 2
+    a = started(session("A"))
+    assert computing.wait(timeout=10)
+    b = started(session("B"))
+    assert b_asks.wait(timeout=10)
+    time.sleep(0.05)  # B is waiting for A's computation
+    c = started(session("C"))
+    for thread in (a, b, c):
+        thread.join(timeout=20)
+    assert got == {"A": "CHECKPOINT ranked", "B": "CHECKPOINT ranked"} and c_drew.is_set()
 
 
-def test_every_streamlit_cache_of_the_app_runs_outside_the_page_turn():
+def test_the_app_caches_only_through_ui_shared():
+    """Streamlit's caches wait on a lock of their own, which would hold the page turn of a session waiting for
+    another's entry; ui.shared's waits let it go."""
     import ui
 
-    code = "".join(path.read_text(encoding="utf-8") for path in Path(ui.__file__).parent.rglob("*.py"))
-    decorated = re.findall(r"((?:@[^\n]+\n)+)def ", code)
-    streamlit_caches = [block for block in decorated if "@st.cache_" in block]
-    assert streamlit_caches and all("@turns.outside_page\n@st.cache_" in block for block in streamlit_caches)
+    files = [*Path(ui.__file__).parent.rglob("*.py"), Path(ui.__file__).parents[1] / "app.py"]
+    assert not [path.name for path in files if "st.cache_" in path.read_text(encoding="utf-8")]

@@ -1,8 +1,8 @@
 """The ui package without Streamlit running: URL state, the typed analysis of a pass, and the import rules."""
 from __future__ import annotations
 
-import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import viz
-from helpers import PAD, random_batch, small_model
+from helpers import PAD, imported_modules, random_batch, reaches, small_model
 from transformer import ATTENTION_KINDS, capture
 from ui.analysis import Analysis
 from ui.page import decoding_text
@@ -52,14 +52,14 @@ def test_settled_names_the_refused_value_and_what_is_used_instead():
 
 
 def test_a_refused_value_is_shown_short_and_on_one_line():
-    _, message = settled("kind", "`x`\n" + "y" * 500, ("encoder.self",), "encoder.self", from_link=True)
+    _, message = settled("kind", "`x`\n" + "y" * 500, ("encoder.self_attn",), "encoder.self_attn", from_link=True)
     assert "\n" not in message and message.count("`") == 6 and len(message) < 150
 
 
 def test_url_params_write_the_core_always_and_options_only_when_not_default():
     state = {name: default for name, (_, default) in URL_STATE.items()}
     state.update(checkpoint="c", text="t", layer=0, head=0)
-    assert url_params(state) == {"checkpoint": "c", "text": "t", "view": "attention", "kind": "decoder.cross",
+    assert url_params(state) == {"checkpoint": "c", "text": "t", "view": "attention", "kind": "decoder.cross_attn",
                                  "layer": "0", "head": "0"}
     assert set(ALWAYS_IN_URL) <= set(url_params(state))
     state.update(average=True, ablate=["a:1", "b:2"], pe_dims=[0, 5], head_b=3)
@@ -68,8 +68,8 @@ def test_url_params_write_the_core_always_and_options_only_when_not_default():
 
 
 def test_url_params_and_parse_query_round_trip():
-    state = {"checkpoint": "c", "text": "a,b", "view": "heads", "kind": "encoder.self", "layer": 1, "head": 2,
-             "masks": False, "ablate": ["decoder.0.cross:1"], "pe_dims": [3], "beam": 5}
+    state = {"checkpoint": "c", "text": "a,b", "view": "heads", "kind": "encoder.self_attn", "layer": 1, "head": 2,
+             "masks": False, "ablate": ["decoder.layers.0.cross_attn:1"], "pe_dims": [3], "beam": 5}
     assert parse_query(url_params(state)) == (state, [])
 
 
@@ -96,20 +96,20 @@ def padded_analysis() -> Analysis:
 
 def test_tokens_follow_each_kinds_query_and_key_side(padded_analysis):
     src, tgt = list(padded_analysis.src_tokens), list(padded_analysis.tgt_tokens)
-    assert padded_analysis.tokens("encoder.self") == (src, src)
-    assert padded_analysis.tokens("decoder.self") == (tgt, tgt)
-    assert padded_analysis.tokens("decoder.cross") == (tgt, src)
+    assert padded_analysis.tokens("encoder.self_attn") == (src, src)
+    assert padded_analysis.tokens("decoder.self_attn") == (tgt, tgt)
+    assert padded_analysis.tokens("decoder.cross_attn") == (tgt, src)
     assert padded_analysis.kinds == ATTENTION_KINDS
 
 
 def test_blocked_read_off_the_models_mask_equals_the_masks_built_from_pads(padded_analysis):
     src_pad = np.array(padded_analysis.src_ids) == PAD
     tgt_pad = np.array(padded_analysis.tgt_ids) == PAD
-    sides = {"encoder.self": (src_pad, src_pad), "decoder.self": (tgt_pad, tgt_pad),
-             "decoder.cross": (tgt_pad, src_pad)}
+    sides = {"encoder.self_attn": (src_pad, src_pad), "decoder.self_attn": (tgt_pad, tgt_pad),
+             "decoder.cross_attn": (tgt_pad, src_pad)}
     for kind, (query_pad, key_pad) in sides.items():
         expected = viz.mask_reasons(len(query_pad), len(key_pad), key_is_pad=key_pad, query_is_pad=query_pad,
-                                    causal=kind == "decoder.self")
+                                    causal=kind == "decoder.self_attn")
         blocked = padded_analysis.blocked(kind)
         assert blocked.keys() == expected.keys(), kind
         for reason in expected:
@@ -123,18 +123,18 @@ def test_an_unpadded_encoder_masks_nothing(padded_analysis):
         model(src, tgt)
     plain = dataclasses.replace(padded_analysis, src_ids=tuple(src[0].tolist()), tgt_ids=tuple(tgt[0].tolist()),
                                 attention=attention_of(record))
-    assert plain.blocked("encoder.self") == {} and plain.blocked("decoder.cross") == {}
-    assert list(plain.blocked("decoder.self")) == [viz.CAUSAL]
+    assert plain.blocked("encoder.self_attn") == {} and plain.blocked("decoder.cross_attn") == {}
+    assert list(plain.blocked("decoder.self_attn")) == [viz.CAUSAL]
     assert not plain.padded() and padded_analysis.padded()
 
 
 def test_head_is_one_head_or_the_mean_of_a_layer(padded_analysis):
-    stack = padded_analysis.stack("decoder.cross")
+    stack = padded_analysis.stack("decoder.cross_attn")
     assert stack.shape == (2, 4, 5, 7)  # (layers, heads, q_len, k_len)
-    np.testing.assert_array_equal(padded_analysis.head("decoder.cross", 1, 3), stack[1, 3])
-    np.testing.assert_allclose(padded_analysis.head("decoder.cross", 1, None), stack[1].mean(axis=0))
-    np.testing.assert_array_equal(padded_analysis.head("encoder.self", 0, 2, part="scores"),
-                                  padded_analysis.stack("encoder.self", part="scores")[0, 2])
+    np.testing.assert_array_equal(padded_analysis.head("decoder.cross_attn", 1, 3), stack[1, 3])
+    np.testing.assert_allclose(padded_analysis.head("decoder.cross_attn", 1, None), stack[1].mean(axis=0))
+    np.testing.assert_array_equal(padded_analysis.head("encoder.self_attn", 0, 2, part="scores"),
+                                  padded_analysis.stack("encoder.self_attn", part="scores")[0, 2])
 
 
 def test_the_analysis_cannot_be_changed(padded_analysis):
@@ -142,29 +142,12 @@ def test_the_analysis_cannot_be_changed(padded_analysis):
         padded_analysis.text = "changed"
     for part in ("weights", "scores"):
         with pytest.raises(ValueError, match="read-only"):
-            padded_analysis.stack("encoder.self", part)[0, 0, 0, 0] = 1.0
+            padded_analysis.stack("encoder.self_attn", part)[0, 0, 0, 0] = 1.0
     with pytest.raises(ValueError, match="read-only"):
-        padded_analysis.attention.of("decoder.self").allowed[0, 0] = False
+        padded_analysis.attention.of("decoder.self_attn").allowed[0, 0] = False
 
 
 # ---------------------------------------------------------------------------------------------- structure
-
-
-def imported_modules(path: Path) -> set[str]:
-    modules = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            modules.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            package = ".".join(path.relative_to(ROOT).parent.parts[: len(path.relative_to(ROOT).parts) - node.level])
-            base = ".".join(part for part in (package if node.level else "", node.module or "") if part)
-            modules.add(base)
-            modules.update(f"{base}.{alias.name}".strip(".") for alias in node.names)
-    return modules
-
-
-def reaches(modules: set[str], forbidden: tuple[str, ...]) -> set[str]:
-    return {module for module in modules if module.split(".")[0] in forbidden or module in forbidden}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "ui" / "views").glob("*.py")), ids=lambda path: path.name)
@@ -179,6 +162,15 @@ def test_only_passes_imports_torch_or_transformer():
     assert not reaches(imported_modules(ROOT / "ui" / "passes.py"), ("ui.views", "ui.view", "ui.widgets"))
     assert not reaches(imported_modules(ROOT / "app.py"), ("torch", "transformer"))
 
+
+
+def test_no_two_ui_modules_share_a_name_nor_one_the_readmes_example_view():
+    """A ui module is known by its name in imports, docs and tracebacks: two named alike, or one named like the view
+    the README's "Adding a view" has a reader create, would be taken for each other."""
+    names = [path.stem for path in (ROOT / "ui").rglob("*.py") if path.stem != "__init__"]
+    adding_a_view = (ROOT / "README.md").read_text(encoding="utf-8").split("### Adding a view", 1)[1].split("\n#", 1)[0]
+    examples = set(re.findall(r"`ui/views/(\w+)\.py`", adding_a_view)) - {"__init__"}
+    assert examples and len(names) == len(set(names)) and not examples & set(names)
 
 def test_benchmarks_use_deploy_and_not_the_other_way():
     """deploy/ runs the app; benchmarks/ measures it: the two folders import in one direction only."""

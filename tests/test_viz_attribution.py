@@ -59,7 +59,7 @@ def test_token_attribution_rows_are_methods_scaled_to_their_peak():
 
 
 def test_patching_figure_has_a_panel_per_kind_and_stack_on_one_centred_scale():
-    heads = {"encoder.self": np.array([[0.5, -2.0]]), "decoder.cross": np.array([[1.0, 0.0]])}
+    heads = {"encoder.self_attn": np.array([[0.5, -2.0]]), "decoder.cross_attn": np.array([[1.0, 0.0]])}
     positions = {"encoder": np.array([[0.0, 3.0, 0.0, 0.0]]), "decoder": np.array([[0.0, 0.0, 0.0]])}
     fig = patching_figure(heads, positions, {"encoder": SRC, "decoder": OUT})
     heatmaps = [trace for trace in fig.data if trace.type == "heatmap"]

@@ -225,3 +225,36 @@ def test_model_view_panels_leave_a_text_line_per_labelled_token(layers, q_len, l
     font = fig.layout.yaxis.tickfont.size
     assert font >= theme.min_font_size
     assert plot_px * (domain[1] - domain[0]) / q_len >= 1.3 * font - 0.1  # the height is rounded to a pixel
+
+
+def test_model_view_names_each_heads_key_value_head_with_grouped_query_attention():
+    """heads_per_kv query heads share a key/value head: every panel, its trace and its hover name it; the widest
+    title keeps fit_model_view's panels wide enough; 1 (multi-head attention) keeps the plain titles."""
+    stack = random_stack(4, 2, 6)
+    tokens = list("abcd")
+    fig = viz.model_view(stack, tokens, tokens, heads_per_kv=3)
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:6] == ["L0 H0 · kv0", "L0 H1 · kv0", "L0 H2 · kv0", "L0 H3 · kv1", "L0 H4 · kv1", "L0 H5 · kv1"]
+    assert fig.data[4].name == "L0 H4 · kv1" and fig.data[4].hovertemplate.startswith("L0 H4 · kv1<br>")
+    plain = viz.model_view(stack, tokens, tokens, heads_per_kv=1)
+    assert [a.text for a in plain.layout.annotations] == [a.text for a in viz.model_view(stack, tokens, tokens)
+                                                           .layout.annotations]
+    assert plain.layout.annotations[4].text == "L0 H4"
+    theme = viz.Theme(large=True, width=1148, height=720)
+    wide = viz.fit_model_view(tokens, tokens, 30, 9, heads_per_kv=3, theme=theme)
+    assert wide[1] <= viz.fit_model_view(tokens, tokens, 30, 9, theme=theme)[1]
+    window = viz.model_view(random_stack(4, wide[0], wide[1]), tokens, tokens, heads_per_kv=3, theme=theme,
+                            first=(27, 0))
+    assert window.layout.width <= theme.width  # what fit chose fits with the longer titles
+
+
+def test_a_window_past_the_first_shows_its_own_heads():
+    """A page of the model view (first = its first layer and head) names the model's heads and hovers its own
+    weights."""
+    stack = random_stack(4, 2, 3)  # layers 4-5, heads 6-8 of a larger model
+    tokens = list("abcd")
+    fig = viz.model_view(stack, tokens, tokens, first=(4, 6))
+    hover = [t for t in fig.data if isinstance(t, go.Heatmap)]
+    assert [list(t.meta) for t in hover] == [[4, 6], [4, 7], [4, 8], [5, 6], [5, 7], [5, 8]]
+    np.testing.assert_array_equal(hover[4].z, stack[1, 1])
+    assert [a.text for a in fig.layout.annotations][:2] == ["L4 H6", "L4 H7"]

@@ -1,30 +1,43 @@
 """Attention Atlas' encoder-decoder Transformer: model, per-call capture and ablation, decoding, checkpoints."""
-from .attribution import contrastive
-from .capture import ablate, capture, patch
-from .checkpoint import (
-                         Checkpoint,
-                         CheckpointError,
-                         FolderStatus,
-                         ModelCard,
-                         Translation,
-                         checkpoint_folders,
-                         checkpoint_status,
-                         checkpoint_version,
-                         load_checkpoint,
-                         resolve_checkpoint,
+from .analysis.attribution import contrastive
+from .analysis.forced import (
+    ForcedTarget,
+    aligned_foil,
+    contrast,
+    contrastive_scores,
+    force,
+    forced_target,
+    sequence_log_prob,
 )
-from .config import TransformerConfig
-from .decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
-from .device import atlas_device, model_device
-from .forced import ForcedTarget, aligned_foil, contrast, contrastive_scores, force, forced_target, sequence_log_prob
-from .hooks import HookPoint, hook_points
-from .masks import causal_mask, decoder_mask, padding_mask
-from .model import Transformer
-from .record import ATTENTION_KINDS, KIND_SIDES, AttentionRecord
+from .inference.decoding import BeamTree, Sampling, Step, beam_search, beam_tree, decode_steps, greedy
+from .inference.translation import (
+    Checkpoint,
+    Translation,
+    load_checkpoint,
+)
+from .io.caveats import CAVEATS, Caveat
+from .io.checkpoint import (
+    CheckpointError,
+    FolderStatus,
+    ModelCard,
+    checkpoint_folders,
+    checkpoint_status,
+    checkpoint_version,
+    resolve_checkpoint,
+)
+from .model.capture import ablate, capture, patch
+from .model.config import TransformerConfig
+from .model.device import atlas_device, model_device
+from .model.hooks import HookPoint, hook_points
+from .model.masks import causal_mask, decoder_mask, padding_mask
+from .model.model import Transformer
+from .model.record import ATTENTION_KINDS, KIND_SIDES, AttentionRecord
 
 __all__ = [
     "ATTENTION_KINDS",
     "AttentionRecord",
+    "CAVEATS",
+    "Caveat",
     "KIND_SIDES",
     "Checkpoint",
     "CheckpointError",

@@ -1,8 +1,9 @@
 """Typed, read-only results of the model passes: what views read instead of the model.
 
-Every array is read-only and every sequence a tuple: each pass is built once and shared by every session
-(ui.shared.shared_pass), so that no session can change what another sees. Masks come from the model (the mask it used
-in this pass); the views never rebuild them.
+Every array is read-only and every sequence a tuple: a pass is one object shared by every session that asks for it
+while it stays cached (ui.shared.shared_pass), so that no session can change what another sees, and the figures built
+from it are keyed by its content (ui.shared.once hashes tuples, arrays and these frozen dataclasses exactly). Masks
+come from the model (the mask it used in this pass); the views never rebuild them.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 import viz
 
 # The attention kinds as the figures name them (viz's own kind names).
-KIND_LABELS = {"encoder.self": "encoder self", "decoder.self": "decoder self", "decoder.cross": "cross"}
+KIND_LABELS = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
 
 
 class Unavailable(Exception):
@@ -35,7 +36,7 @@ def read_only(array: np.ndarray) -> np.ndarray:
 class KindAttention:
     """One attention kind of one pass."""
 
-    kind: str  # "encoder.self", "decoder.self" or "decoder.cross"
+    kind: str  # "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn"
     query_side: str  # "src" or "tgt": the sequence of the rows
     key_side: str  # the sequence of the columns
     weights: np.ndarray  # (layers, heads, q_len, k_len), rows sum to 1 over allowed keys
@@ -79,7 +80,7 @@ class Analysis:
     output_tokens: tuple[str, ...]  # one generated piece per real decoder input position
     output_ids: tuple[int, ...]
     probs: tuple[float, ...]  # of each generated piece
-    warnings: tuple[str, ...]
+    warnings: tuple[str, ...]  # as the app words them (ui.warnings)
     pad_id: int
     attention: Attention
 
@@ -109,9 +110,10 @@ class Analysis:
 
     def blocked(self, kind: str) -> dict[str, np.ndarray]:
         """Why each cell is masked, read off the model's own mask: a key no query may attend to is padding; other
-        blocked cells mean the kind is causal, which blocks every key after its query (pad keys too, as masks add
-        up); pad queries are shaded (informational). Reasons that block nothing are left out, so that legends only
-        name masks that are there."""
+        blocked cells after their query mean the kind is causal, which blocks every key after its query (pad keys
+        too, as masks add up); other blocked cells before their query are a sliding window's (Mistral's); pad
+        queries are shaded (informational). Reasons that block nothing are left out, so that legends only name
+        masks that are there."""
         attention = self.attention.of(kind)
         blocked_cells = ~attention.allowed  # (q_len, k_len)
         key_is_pad = blocked_cells.all(axis=0)  # (k_len,)
@@ -119,8 +121,10 @@ class Analysis:
         shape = blocked_cells.shape
         not_padding = blocked_cells & ~key_is_pad[None, :]
         later_keys = np.triu(np.ones(shape, dtype=bool), k=1)
+        causal = (not_padding & later_keys).any()
         reasons = {viz.PADDING: np.broadcast_to(key_is_pad[None, :], shape).copy(),
-                   viz.CAUSAL: not_padding | (later_keys & blocked_cells) if not_padding.any() else not_padding,
+                   viz.CAUSAL: later_keys & blocked_cells if causal else np.zeros(shape, dtype=bool),
+                   viz.SLIDING_WINDOW: not_padding & ~later_keys,
                    viz.PADDED_QUERY: np.broadcast_to(query_is_pad[:, None], shape).copy()}
         return {reason: cells for reason, cells in reasons.items() if cells.any()}
 

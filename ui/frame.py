@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import passes, presenter, screen, state, turns, warm
+from . import passes, screen, state, turns
+from .deck import presenter, warm
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 from .widgets import folded
@@ -40,13 +41,14 @@ PICKER_CSS = """<style>
 
 def draw_page() -> None:
     turns.arrived()
-    with turns.page():
+    with passes.MEMORY.rerun(), turns.page():  # the page holds its passes' results until it is drawn
         draw_frame()
 
 
 def draw_frame() -> None:
     state.restore()
     deck = presenter.follow_deck()
+    state.current_attention_names(passes.attention_name)
     lecture = st.session_state.lecture
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
                        initial_sidebar_state="collapsed" if lecture else "auto")
@@ -77,7 +79,7 @@ def draw_frame() -> None:
         elif page is not None and (page.analysis is not None or not view.needs_input):
             try:
                 view.render(page)
-            except passes.OutOfMemory as error:  # any pass of the view: a message, and the memory is back
+            except (passes.OutOfMemory, passes.ServerBusy) as error:  # any pass of the view: a message instead
                 st.error(str(error))
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
@@ -85,8 +87,8 @@ def draw_frame() -> None:
                     presenter.deck_tools(view.label)
     except passes.Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
         pass
-    except passes.CheckpointError as error:  # a file that failed in use (a tokenizer's panic): its message, not a hang
-        st.error(str(error))
+    except (passes.CheckpointError, passes.OutOfMemory, passes.ServerBusy) as error:  # a file that failed in use (a
+        st.error(str(error))  # tokenizer's panic), the sidebar's pass out of memory or refused it: a message, no hang
     finally:
         messages = st.session_state.url_notices  # until the user acts (state.restore)
         if messages and lecture:  # one line, the rest on demand: a projector has no height to spare

@@ -52,6 +52,10 @@ class Page:
     def layers(self, kind: str) -> int:
         return self.config.layers_of(kind)
 
+    def site(self, kind: str, layer: int) -> str:
+        """The attention site of `kind` in `layer`, as passes and links name it: 'decoder.layers.1.cross_attn'."""
+        return passes.attention_site(kind, layer)
+
     def heads(self) -> range:
         return range(self.config.num_heads)
 
@@ -101,10 +105,15 @@ class Page:
         """(layers, heads, src_len) the cross-attention of the step that reads the decoder input `prefix` (<s> first)
         over this input's source: one teacher-forced pass, its last query row."""
         attention = passes.teacher_forced(self.path, self.version, FINAL, self.source_ids(), tuple(prefix))
-        return attention.stack("decoder.cross")[:, :, -1]
+        return attention.stack("decoder.cross_attn")[:, :, -1]
 
     def positional_table(self, side: str) -> np.ndarray:
         return passes.positional_table(self.path, self.version, side)
+
+    def rotary_frequencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """A rotary model's angle per token of each dimension pair (d_head / 2,), as it turns (its rope_scaling
+        applied) and before the scaling."""
+        return passes.rotary_frequencies(self.path, self.version)
 
     def comparable_checkpoints(self) -> list[str]:
         """The other loadable checkpoints with this one's vocabularies: they read this input's ids as the same

@@ -21,7 +21,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-import streamlit as st
 import torch
 
 from transformer import (
@@ -31,57 +30,81 @@ from transformer import (
     Checkpoint,
     CheckpointError,
     ablate,
-    attribution,
     beam_tree,
     capture,
     checkpoint_folders,
     checkpoint_version,
-    corpus,
     decode_steps,
-    faithfulness,
     load_checkpoint,
     model_device,
     resolve_checkpoint,
 )
-from transformer.batching import Batcher
-from transformer.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
-from transformer.checkpoint import (
-    SRC_TOKENIZER_FILE,
-    TGT_TOKENIZER_FILE,
-    OutOfMemory,
-    folder_problem,
-    is_out_of_memory,
-    read_config,
-    read_tokenizer,
-)
-from transformer.decoding import (
+from transformer.analysis import attribution, corpus_heads
+from transformer.analysis.forced import aligned_foil, contrast, force, sequence_log_prob
+from transformer.analysis.lens import logit_lens
+from transformer.analysis.patching import patch_texts
+from transformer.inference.batching import Batcher
+from transformer.inference.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
+from transformer.inference.decoding import (
     MAX_BEAM_SIZE,  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
     Sampling,
     output_limit,
 )
-from transformer.forced import aligned_foil, contrast, force, sequence_log_prob
-from transformer.hooks import INSIDE_HOOKS
-from transformer.lens import logit_lens
-from transformer.patching import patch_texts
-from transformer.safety import read_bytes
+from transformer.inference.translation import (
+    OutOfMemory,
+    Request,
+    decoding_bytes,
+    is_out_of_memory,
+)
+from transformer.io.checkpoint import (
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    attention_values,
+    folder_problem,
+    read_config,
+    read_tokenizer,
+)
+from transformer.io.safety import BYTES_PER_ATTENTION_VALUE, PASS_BUDGET_BYTES, read_bytes
+from transformer.model.config import TransformerConfig
+from transformer.model.hooks import INSIDE_HOOKS, attention_site
+from transformer.model.hooks import attention_name as attention_name  # re-exported: ui.frame reads a link's short names
+from transformer.model.positional import rotary_frequencies as model_rotary_frequencies
+from transformer.training import faithfulness
 
-from . import turns
+from . import memory, turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
+from .memory import ServerBusy as ServerBusy  # re-exported: ui.frame shows it in place of the view
 from .shared import current_session, expiring, session_is_open, shared_pass
 from .state import FINAL
+from .warnings import worded
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
 SHAPED_PIECES = 10  # pieces whose probabilities a sampled step shows before and after temperature and truncation
 
 
+MEMORY = memory.MemoryBudget(memory.budget_bytes(PASS_BUDGET_BYTES))  # every pass takes its estimate from it
+
+
+def pass_bytes(config: TransformerConfig, src_len: int, tgt_len: int) -> int:
+    """The estimate of one captured pass over (src_len, tgt_len) tokens: what the per-pass bound counts."""
+    return attention_values(config, src_len, tgt_len) * BYTES_PER_ATTENTION_VALUE
+
+
+def batch_bytes(config: TransformerConfig, requests: list[Request]) -> int:
+    """The estimate of decoding `requests` together and capturing each one's pass."""
+    return decoding_bytes(config, requests) + sum(pass_bytes(config, len(request.ids), request.limit)
+                                                  for request in requests)
+
+
 @contextmanager
-def model_turn() -> Iterator[None]:
-    """Run the model work inside in a turn (ui.turns). Nothing inside may wait for a cached result or another pass
-    (load the model before): a thread that held a turn while waiting for a pass that waits for a turn could wait
-    forever. Running out of memory inside becomes OutOfMemory, a message the frame shows in place of the view,
+def model_turn(needed: int) -> Iterator[None]:
+    """Run the model work inside in a turn (ui.turns), once `needed` estimated bytes are taken from the process's
+    memory budget (ui.memory; ServerBusy after its wait). Nothing inside may wait for a cached result or another
+    pass (load the model before): a thread that held a turn while waiting for a pass that waits for a turn could
+    wait forever. Running out of memory inside becomes OutOfMemory, a message the frame shows in place of the view,
     raised once the failed pass's frames (and the tensors they held) are gone."""
     failed = ""
-    with turns.MODEL.turn():
+    with MEMORY.held(needed), turns.MODEL.turn():
         try:
             yield
         except (MemoryError, RuntimeError) as error:
@@ -162,7 +185,7 @@ def unexpected(path: str, error: Exception) -> str:
 @expiring(KEPT_FOR, max_entries=4096)
 def folder_error(path: str, version: int) -> str:
     """Why the folder at `path` cannot be loaded ("" if it passes every check short of reading its tensors), within
-    a time limit (transformer.checkpoint.folder_problem)."""
+    a time limit (transformer.io.checkpoint.folder_problem)."""
     return folder_problem(path)
 
 
@@ -227,8 +250,10 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
 
 
 # Translations of different sessions asked for at once are decoded as one batch, each batch in a model turn
-# (transformer.batching; $ATLAS_BATCH_SIZE=1 decodes each alone). Behind the shared results: a cached one never queues.
-BATCHER = Batcher.from_environment(turn=model_turn)
+# (transformer.inference.batching; $ATLAS_BATCH_SIZE=1 decodes each alone). Behind the shared results: a cached one
+# never queues.
+# Each translation takes its memory before it joins a batch (translate()), so its batch's turn takes none.
+BATCHER = Batcher.from_environment(turn=lambda: model_turn(0))
 
 
 @shared_pass("Running the model…")
@@ -240,14 +265,15 @@ def translate(path: str, version: int, text: str, beam_size: int, snapshot: str 
     checkpoint = load(path, version).checkpoint
     model = model_of(path, version, snapshot)
     session = current_session()
-    with ablate(model, dict(ablated), mode):
-        translation = BATCHER.translate(checkpoint, text, beam_size, model,
+    request = checkpoint.prepare(text, beam_size)
+    with MEMORY.held(batch_bytes(checkpoint.config, [request])), ablate(model, dict(ablated), mode):
+        translation = BATCHER.translate(checkpoint, request, model,
                                         alive=lambda: session is None or session_is_open(session))
     return Analysis(text=translation.text, src_ids=tuple(translation.src_ids), tgt_ids=tuple(translation.tgt_ids),
                     src_tokens=tuple(translation.src_tokens), tgt_tokens=tuple(translation.tgt_tokens),
                     src_typed=tuple(translation.src_typed), output_tokens=tuple(translation.output_tokens),
                     output_ids=tuple(translation.output_ids), probs=tuple(translation.probs),
-                    warnings=tuple(translation.warnings), pad_id=checkpoint.config.pad_id,
+                    warnings=tuple(map(worded, translation.warnings)), pad_id=checkpoint.config.pad_id,
                     attention=attention_of(translation.attention))
 
 
@@ -258,7 +284,8 @@ def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_i
     position. Lets padding, snapshots and other checkpoints read exactly the same sequence."""
     model = model_of(path, version, snapshot)
     device = model_device(model)  # inputs follow the model ($ATLAS_DEVICE); what comes back is on the CPU
-    with model_turn(), torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
+    needed = pass_bytes(model.config, len(src_ids), len(tgt_ids))
+    with model_turn(needed), torch.no_grad(), ablate(model, dict(ablated), mode), capture(model) as record:
         logits = model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
         probs = logits.softmax(dim=-1)[0].cpu()  # (tgt_len, tgt_vocab)
     return attention_of(record, tuple(float(probs[position, label]) for position, label in enumerate(labels)))
@@ -286,7 +313,7 @@ def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float =
     checkpoint = load(path, version).checkpoint
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
     sampling = Sampling(temperature, top_k, top_p, seed)
-    with model_turn():
+    with model_turn(pass_bytes(checkpoint.config, len(src_ids), checkpoint.output_limit(len(src_ids)))):
         steps = list(decode_steps(checkpoint.model, source, checkpoint.output_limit(len(src_ids)), top_k=TOP_CANDIDATES,
                                   sampling=sampling))
     decoder_input = tuple(steps[-1].prefix)
@@ -297,7 +324,7 @@ def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float =
         prefix_tokens=tuple(pieces(decoder_input)),
         top=tuple(tuple(zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])) for step in steps),
         cross=read_only(np.stack([step.cross_attention.cpu().numpy() for step in steps], axis=2)),
-        decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self"),
+        decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self_attn"),
         shaped_pieces=tuple(tuple(pieces(ids)) + (f"({others:,} other pieces)",) for ids, _, others in shown),
         shaped=tuple(read_only(probs) for _, probs, _ in shown),
         drawn=tuple(ids.index(step.token_id) for (ids, _, _), step in zip(shown, steps)),
@@ -323,7 +350,7 @@ def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> B
     checkpoint = load(path, version).checkpoint
     source = torch.tensor([src_ids], device=model_device(checkpoint.model))
     decoding = checkpoint.card.decoding
-    with model_turn():
+    with model_turn(pass_bytes(checkpoint.config, len(src_ids), output_limit(len(src_ids)))):
         tree = beam_tree(checkpoint.model, source, beam_size, output_limit(len(src_ids)),
                          decoding.get("length_penalty", 0.6), coverage_penalty=decoding.get("coverage_penalty", 0.0))
     pieces = checkpoint.tgt_tokenizer.pieces
@@ -341,23 +368,33 @@ def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> B
     )
 
 
-@turns.outside_page
-@st.cache_resource(max_entries=16)
+@expiring(KEPT_FOR, max_entries=16)
 def positional_table(path: str, version: int, side: str) -> np.ndarray:
-    """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt')."""
+    """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt'); a rotary model's rotation
+    of each position, (max_len, d_head) (RotaryPositional.table)."""
     return read_only(load(path, version).checkpoint.model.positional_table(side).cpu().numpy())
 
 
+@expiring(KEPT_FOR, max_entries=16)
+def rotary_frequencies(path: str, version: int) -> tuple[np.ndarray, np.ndarray]:
+    """A rotary model's angles per token of each dimension pair, (d_head / 2,) each: as the model turns its queries
+    and keys (its rope_scaling applied), and as they were before the scaling (rope_theta^(-2i/d_head))."""
+    config = load(path, version).checkpoint.config
+    return (read_only(model_rotary_frequencies(config).numpy()),
+            read_only(model_rotary_frequencies(dataclasses.replace(config, rope_scaling="none")).numpy()))
+
+
 # ---------------------------------------------------------------------------------------------- attribution views
-# Attribution, activation patching and the logit lens of one input (transformer.attribution, .patching, .lens), as
-# read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's decoding).
+# Attribution, activation patching and the logit lens of one input (transformer.analysis: attribution, patching,
+# lens), as read-only arrays and tuples; each explains the output the checkpoint decodes by default (its card's
+# decoding).
 
 FAITHFULNESS = Path(__file__).parents[1] / "checkpoints" / "faithfulness.json"  # the shipped checkpoints' table
 ATTRIBUTION_METHODS = attribution.METHODS  # name -> its declaration (signed or not, note, citation)
 
 
 class Explained(NamedTuple):
-    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (rows, src_len)) in transformer.attribution's order
+    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (rows, src_len)) in transformer.analysis.attribution's order
     src_tokens: tuple[str, ...]
     output_tokens: tuple[str, ...]
 
@@ -382,9 +419,9 @@ class Patched(NamedTuple):
 @shared_pass("Attributing by every method…")
 def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, row: int | None) -> tuple:
     """Every attribution method's (rows, src_len) array for one decoded input, for output `row` alone or for every
-    row (None): ((method, array), ...) in transformer.attribution's order."""
+    row (None): ((method, array), ...) in transformer.analysis.attribution's order."""
     model = load(path, version).checkpoint.model
-    with model_turn():
+    with model_turn(pass_bytes(model.config, len(src_ids), len(tgt_ids))):
         methods, _ = attribution.attribute(model, list(src_ids), list(tgt_ids), list(output_ids),
                                            rows=None if row is None else [row], with_prefix=False)
     return tuple((name, read_only(matrix)) for name, matrix in methods.items())
@@ -394,7 +431,7 @@ def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_id
 def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
     """The logit lens of one decoded input: (stages, top pieces [stage][position][rank], top probabilities)."""
     checkpoint = load(path, version).checkpoint
-    with model_turn():
+    with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(tgt_ids))):
         result = logit_lens(checkpoint.model, list(src_ids), list(tgt_ids), list(output_ids))
     pieces = tuple(tuple(tuple(ranked) for ranked in stage) for stage in result.top_pieces(checkpoint.tgt_tokenizer))
     return tuple(result.stages), pieces, read_only(result.top_probs)
@@ -404,7 +441,8 @@ def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tu
 def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> Patched:
     checkpoint = load(path, version).checkpoint
     try:
-        with model_turn():
+        src_len = len(checkpoint.encode(clean))
+        with model_turn(pass_bytes(checkpoint.config, src_len, checkpoint.output_limit(src_len))):
             result, _ = patch_texts(checkpoint, clean, corrupted, position)
     except ValueError as error:
         return Patched(str(error))
@@ -413,8 +451,7 @@ def patched(path: str, version: int, clean: str, corrupted: str, position: int) 
                    result.clean_log_prob, result.corrupted_log_prob)
 
 
-@turns.outside_page
-@st.cache_data(max_entries=4)
+@expiring(KEPT_FOR, max_entries=4)
 def faithfulness_table(version: int) -> pd.DataFrame | None:
     """The shipped checkpoints' faithfulness table, as `python -m transformer.faithfulness --out` saved it (too slow to
     measure per page); None when there is none."""
@@ -429,11 +466,11 @@ def faithfulness_version() -> int:
 
 
 # ---------------------------------------------------------------------------------------------- heads across a corpus
-# transformer.corpus over a small corpus (the checkpoint's generated inputs or its dev split's first sentences): the
-# Parquet file lives in a temporary folder as long as its cache entry, and is removed when the entry is released.
-# Rankings and top sentences are small, so st.cache_data hands each session its own copy of them.
+# transformer.analysis.corpus_heads over a small corpus (the checkpoint's generated inputs or its dev split's first
+# sentences): the Parquet file lives in a temporary folder as long as its cache entry, and is removed when the entry is
+# released. Rankings and top sentences are shared by every session, read-only as every cached result is (ui.shared).
 
-CORPUS_STATISTICS = corpus.STATISTICS
+CORPUS_STATISTICS = corpus_heads.STATISTICS
 TOP_SENTENCES = 10  # listed for the chosen head
 
 
@@ -456,7 +493,7 @@ def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     folder = Path(tempfile.mkdtemp(prefix="atlas-corpus-"))
     parquet = folder / "heads.parquet"
     try:
-        sentences = corpus.run(checkpoint, parquet, corpus.corpus_pairs(checkpoint, count), progress=False)
+        sentences = corpus_heads.run(checkpoint, parquet, corpus_heads.corpus_pairs(checkpoint, count), progress=False)
     except OSError as error:  # a translation checkpoint whose corpus file is not on this machine
         shutil.rmtree(folder, ignore_errors=True)
         return CorpusFile(f"The corpus could not be read: {error}")
@@ -464,32 +501,33 @@ def corpus_file(path: str, version: int, count: int) -> CorpusFile:
 
 
 def corpus_unavailable(path: str, version: int) -> str:
-    """Why the checkpoint cannot run over its corpus on this machine ("" if it can): transformer.corpus says."""
-    return corpus.corpus_unavailable(load(path, version).checkpoint)
+    """Why the checkpoint cannot run over its corpus on this machine ("" if it can), as
+    transformer.analysis.corpus_heads says."""
+    return corpus_heads.corpus_unavailable(load(path, version).checkpoint)
 
 
-@turns.outside_page
-@st.cache_data(max_entries=64, show_spinner=False)
+@expiring(KEPT_FOR, max_entries=64)
 def corpus_ranking(path: str, version: int, count: int, statistic: str) -> pd.DataFrame:
-    """Heads by their mean `statistic` over the corpus (transformer.corpus.rank_heads)."""
-    return corpus.rank_heads(corpus_file(path, version, count).parquet, statistic)
+    """Heads by their mean `statistic` over the corpus (transformer.analysis.corpus_heads.rank_heads)."""
+    return corpus_heads.rank_heads(corpus_file(path, version, count).parquet, statistic)
 
 
-@turns.outside_page
-@st.cache_data(max_entries=64, show_spinner=False)
+@expiring(KEPT_FOR, max_entries=64)
 def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head: int,
                statistic: str) -> pd.DataFrame:
-    """The sentences where one head's `statistic` is highest (transformer.corpus.top_sentences)."""
-    return corpus.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
+    """The sentences where one head's `statistic` is highest (transformer.analysis.corpus_heads.top_sentences)."""
+    return corpus_heads.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
                                 TOP_SENTENCES)
 
 
 # ---------------------------------------------------------------------------------------------- inside a block
-# One attention block's hook points and its layer's feed-forward neurons (transformer.hooks.INSIDE_HOOKS), captured
-# in one pass over the page's ids: every number the "Inside a head" view shows is one of these, or a product of two.
+# One attention block's hook points and its layer's feed-forward neurons (transformer.model.hooks.INSIDE_HOOKS),
+# captured in one pass over the page's ids: every number the "Inside a head" view shows is one of these, or a product
+# of two.
 
 # The residual stream each kind's block reads its queries from (post-LN: as it is; pre-LN: normalised first).
-BLOCK_INPUT = {"encoder.self": "hook_resid_pre", "decoder.self": "hook_resid_pre", "decoder.cross": "hook_resid_mid"}
+BLOCK_INPUT = {"encoder.self_attn": "hook_resid_pre", "decoder.self_attn": "hook_resid_pre",
+               "decoder.cross_attn": "hook_resid_mid"}
 
 
 class Inside(NamedTuple):
@@ -503,32 +541,42 @@ class Inside(NamedTuple):
     z: np.ndarray  # (heads, q_len, d_head) the weighted sum of the values
     result: np.ndarray  # (q_len, heads, d_model) each head's z through its slice of W_O
     neurons: np.ndarray  # (length, d_ff) the layer's feed-forward hidden activations (its stack's tokens)
+    # Rotary positions only (None otherwise): q and k before the rotation turned them by their positions; q and k
+    # above are after it. k, v and k_unrotated have the model's key/value heads (fewer with grouped-query attention:
+    # query head h reads key/value head h // (heads / kv_heads)).
+    q_unrotated: np.ndarray | None = None  # (heads, q_len, d_head)
+    k_unrotated: np.ndarray | None = None  # (kv_heads, k_len, d_head)
 
 
 @shared_pass("Looking inside the block…")
 def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, layer: int) -> Inside:
     """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0."""
     model = load(path, version).checkpoint.model
-    stack, role = kind.split(".")
-    layer_path = f"{stack}.layers.{layer}"
-    block = f"{layer_path}.{role}_attn"
+    block = attention_site(kind, layer)
+    layer_path = block.rpartition(".")[0]  # the layer that holds the block: 'decoder.layers.1'
     parts = ("q", "k", "v", "scores", "mask", "pattern", "z", "result")
     names = [f"{block}.hook_{part}" for part in parts]
     names += [f"{layer_path}.{BLOCK_INPUT[kind]}", f"{layer_path}.feed_forward.hook_mlp_post"]
+    if model.config.positional == "rotary":
+        names += [f"{block}.hook_q_unrotated", f"{block}.hook_k_unrotated"]
     wanted = set(names)
     device = model_device(model)
-    # What every pass captures as well, so that every block computes as it does there (none fused): the weights are
-    # bit for bit the ones the other views show.
-    with model_turn(), torch.no_grad(), capture(model, lambda name: name in wanted or not name.endswith(INSIDE_HOOKS)
-                                                ) as record:
+
+    def captured(name: str) -> bool:
+        """These hooks, and what every pass captures as well, so that every block computes as it does there (none
+        fused): the weights are bit for bit the ones the other views show."""
+        return name in wanted or not name.endswith(INSIDE_HOOKS)
+
+    with model_turn(pass_bytes(model.config, len(src_ids), len(tgt_ids))), torch.no_grad(), \
+            capture(model, captured) as record:
         model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
     found = [read_only(record.hooks[name][0].cpu().numpy()) for name in names]
-    (q, k, v, scores, mask, weights, z, result), (block_input, neurons) = found[:8], found[8:]
-    return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons)
+    (q, k, v, scores, mask, weights, z, result), (block_input, neurons), unrotated = found[:8], found[8:10], found[10:]
+    return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons, *unrotated)
 
 
 # ---------------------------------------------------------------------------------------------- a target, a foil
-# Any target teacher-forced through the decoder instead of the model's own output (transformer.forced): its
+# Any target teacher-forced through the decoder instead of the model's own output (transformer.analysis.forced): its
 # attention, and each of its pieces' probability and rank; with a foil, per position log p(target) - log p(foil),
 # and the same for the two whole sequences.
 
@@ -541,8 +589,8 @@ class Forced(NamedTuple):
     probs: tuple[float, ...]  # of each target piece at its position
     ranks: tuple[int, ...]  # 1 = the model's own choice there
     attention: Attention
-    # With a foil, per target position: the foil piece compared there (transformer.forced.aligned_foil; where none
-    # aligns, the target's own piece, "" as text and NaN as score), and log p(target_t) - log p(that piece).
+    # With a foil, per target position: the foil piece compared there (transformer.analysis.forced.aligned_foil;
+    # where none aligns, the target's own piece, "" as text and NaN as score), and log p(target_t) - log p(that piece).
     foil_ids: tuple[int, ...] = ()
     foil_tokens: tuple[str, ...] = ()
     contrast: tuple[float, ...] = ()
@@ -555,8 +603,9 @@ def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "")
     """`target` teacher-forced after the source `src_ids`, and the foil's contrast with it (ValueError: the target
     has nothing to read)."""
     checkpoint = load(path, version).checkpoint
-    with model_turn():
-        result = force(checkpoint.model, list(src_ids), checkpoint.encode(target, "tgt")[1:])
+    target_ids = checkpoint.encode(target, "tgt")[1:]
+    with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(target_ids))):
+        result = force(checkpoint.model, list(src_ids), target_ids)
     pieces = checkpoint.tgt_tokenizer.pieces
     attention = attention_of(result.attention)
     made = Forced(tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
@@ -564,7 +613,7 @@ def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "")
     if not foil:
         return made
     foil_ids = checkpoint.encode(foil, "tgt")[1:]
-    with model_turn():
+    with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(foil_ids))):
         foil_run = force(checkpoint.model, list(src_ids), foil_ids, names=[])
     aligned = aligned_foil(result.output_ids, foil_ids)
     return made._replace(
@@ -582,7 +631,7 @@ def contrastive(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_
     model = load(path, version).checkpoint.model
     src, tgt = torch.tensor([src_ids]), torch.tensor([tgt_ids])
     targets, foils = torch.tensor(output_ids), torch.tensor(foil_ids)
-    with model_turn():
+    with model_turn(pass_bytes(model.config, len(src_ids), len(tgt_ids))):
         return tuple((f"contrastive {method}", read_only(attribution.normalise_rows(
             attribution.contrastive(model, src, tgt, targets, foils, list(rows), method), signed=True)))
             for method in ("input_x_gradient", "integrated_gradients"))

@@ -1,17 +1,28 @@
-"""Results built once for every session: figures (`once(viz.head_heatmap, weights, …)`) and model passes
-(`@shared_pass("Running the model…")` in ui.passes).
+"""The app's caches: each result is computed once at a time and shared by every session and thread. Two kinds, for two
+kinds of key:
 
-A lecture hall opens one link: forty sessions ask for the same pass and then for the same figures. Building a
-Plotly figure costs far more than sending it, so the result of a call is kept under a key made of the function and
-every argument's *content* (arrays hashed in full, not sampled: two heads that differ in one weight must never share
-a figure). Results are shared between sessions and threads, so they are read-only by contract: nothing in the UI
-changes a figure after it is built (st.plotly_chart copies it to serialize it), and passes hold read-only arrays.
+- Content-keyed results (SharedResults): figures and tables through `once(viz.head_heatmap, weights, …)`, model passes
+  through `@shared_pass("Running the model…")` (ui.passes). Bounded in bytes: their arguments are arrays and token
+  lists, and a result's size grows with its input.
+- Time-to-live lookups (Expiring, `@expiring(ttl, max_entries=…)`): the folder scan and checks, loaded checkpoints,
+  tables read from a checkpoint, a corpus run, a parsed deck. Bounded in entries and time: a few small arguments (a
+  folder's path and version) asked for on every rerun, so a hit costs a dictionary lookup, and what they hold (a
+  loaded model, a corpus file) is let go `ttl` after it was computed.
 
-Each cache is bounded by an estimate of its results' bytes (arrays, strings, numbers) and by an idle time, not only
-by a count: one 256-token pass or heatmap weighs as much as hundreds of short ones. A result no open session has
-asked for (its sessions closed) is kept within a much smaller bound: a server that sees hundreds of sessions come
-and go holds what its open sessions show, not a history of closed ones. A key is computed once at a time: the forty
-sessions that open a lecture's link together wait for one pass and one figure, not forty.
+Both wait for an entry another thread is computing with the page turn let go (ui.turns), and so do the computations
+that may themselves wait for others (passes, lookups); Streamlit's own caches, which wait on a lock of their own, are
+not used. Results are shared, so they are read-only by contract: nothing in the UI changes a figure after it is built
+(st.plotly_chart copies it to serialize it), passes hold read-only arrays, and views only read the frames a lookup
+returns.
+
+A lecture hall opens one link: forty sessions ask for the same pass and then for the same figures. Building a Plotly
+figure costs far more than sending it, so the result of a call is kept under a key made of the function and every
+argument's *content* (arrays hashed in full, not sampled: two heads that differ in one weight must never share a
+figure). Each content-keyed cache is bounded by an estimate of its results' bytes and by an idle time, not only by a
+count: one 256-token pass or heatmap weighs as much as hundreds of short ones. A result no open session has asked for
+(its sessions closed) is kept within a much smaller bound: a server that sees hundreds of sessions come and go holds
+what its open sessions show, not a history of closed ones. The forty sessions that open a lecture's link together
+wait for one pass and one figure, not forty.
 """
 from __future__ import annotations
 
@@ -293,13 +304,13 @@ def once(function: Callable, *args, **kwargs):
 
 
 def shared_pass(spinner: str):
-    """Decorator: the function's result shared by every session (as st.cache_resource would), within PASSES's byte
-    bound; `spinner` is shown to the session that computes it."""
+    """Decorator: the function's result shared by every session, keyed by its arguments' content, within PASSES's
+    byte bound; `spinner` is shown to the session that computes it, which lets its page turn go meanwhile."""
     def decorate(function: Callable) -> Callable:
         @functools.wraps(function)
         def cached(*args, **kwargs):
             def build():
-                with st.spinner(spinner), turns.waiting():  # for a model turn, or a batch (transformer.batching)
+                with st.spinner(spinner), turns.waiting():  # a model turn, or a batch (transformer.inference.batching)
                     return function(*args, **kwargs)
             return PASSES.get(fingerprint(function, args, kwargs), build)
         return cached
@@ -313,13 +324,12 @@ class Expiring:
     """`function`'s results by argument, shared by every session for `ttl_s` after each is computed, at most
     `max_entries` of them (the least recently used go first; `on_release(value)` is called on each that goes).
 
-    What st.cache_resource(ttl=…) did for the folder scan, the folder checks and the loaded checkpoints, at a
-    hundredth of its cost per call: every rerun of every page asks for a dozen of them, and Streamlit's cache
-    hashed the arguments and looked for widgets to replay on each (about 0.3 ms a call, a tenth of a click's page).
-    A key is computed once at a time, under `spinner` if one is given; the callers that wait for it, and the
-    computation itself (a checkpoint's load, a corpus run of minutes), run outside the page turns (ui.turns). An
-    exception is raised to its caller and not kept. Entries older than ttl_s are dropped (and released) by the next
-    call after them, within a minute, whatever its key."""
+    A hit is one dictionary lookup under one lock: every rerun of every page asks for a dozen of these, and a cache
+    that hashes its arguments and looks for widgets to replay on each call (Streamlit's: about 0.3 ms a call) costs a
+    tenth of a click's page. A key is computed once at a time, under `spinner` if one is given; the callers that
+    wait for it, and the computation itself (a checkpoint's load, a corpus run of minutes), run outside the page
+    turns (ui.turns). An exception is raised to its caller and not kept. Entries older than ttl_s are dropped (and
+    released) by the next call after them, within a minute, whatever its key."""
 
     def __init__(self, function: Callable, ttl_s: float, max_entries: int, spinner: str | None = None,
                  on_release: Callable[[object], None] | None = None, clock: Callable[[], float] = time.monotonic):

@@ -9,10 +9,11 @@ import viz
 
 from . import passes, target
 from .analysis import Analysis, first_difference
+from .literal_text import plain, visible_name
 from .page import Page
-from .plain import plain, visible_name
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
+from .warnings import AROUND
 from .widgets import EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, folded, model_output, pieces_shown
 
 
@@ -72,14 +73,15 @@ def choose_checkpoint() -> str | None:
         return None
     checkpoint = loaded.checkpoint
     card, config = checkpoint.card, checkpoint.config
+    pieces, around = checkpoint.input_room()
     with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=not st.session_state.lecture):
         st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
                    + (f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · " if config.cross_attention
                       else f"{config.stacks}, {config.num_encoder_layers or config.num_decoder_layers} layers · ")
                    + f"{config.num_heads} heads · "
-                   f"d_model {config.d_model} · max_len {config.max_len} tokens (input: at most "
-                   "{} pieces {})".format(*checkpoint.input_room()))
+                   f"d_model {config.d_model} · max_len {config.max_len} tokens (input: at most {pieces} pieces "
+                   f"{AROUND[around]})")
         if card.metrics:  # a static table: its long metric names wrap in the narrow sidebar instead of hiding values
             metrics = tuple(plain(metric.replace("_", " ")) for metric in card.metrics)  # st.table's cells are Markdown
             values = tuple(plain(metric_text(value)) for value in card.metrics.values())

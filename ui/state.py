@@ -73,7 +73,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "checkpoint": (str, None),
     "text": (str, None),
     "view": (str, "attention"),
-    "kind": (str, "decoder.cross"),
+    "kind": (str, "decoder.cross_attn"),
     "layer": (int, 0),
     "head": (int, 0),
     "average": (flag, False),
@@ -206,6 +206,16 @@ def restore() -> None:
     for name, (_, default) in URL_STATE.items():
         if default is not None:
             st.session_state.setdefault(name, default)
+
+
+def current_attention_names(attention_name: Callable[[str], str]) -> None:
+    """Give the view's attention kind and switched-off heads (`ablate`: site:head) their own names, through
+    `attention_name` (ui.passes'): a link or slide written with the short names ('decoder.cross', 'decoder.0.cross:1')
+    shows the view its own names show. Called on every run once the link's and the slide's values are in, before any
+    widget is drawn."""
+    st.session_state.kind = attention_name(st.session_state.kind)
+    st.session_state.ablate = [attention_name(site) + colon + head
+                               for site, colon, head in (item.partition(":") for item in st.session_state.ablate)]
 
 
 def settle(name: str, allowed: Collection, fallback: object = None) -> object:

@@ -12,8 +12,8 @@ import viz
 
 from . import passes
 from .analysis import Analysis
+from .literal_text import plain
 from .page import Page
-from .plain import plain
 from .state import MAX_INPUT_CHARS
 from .widgets import PROBABILITY, pieces_shown
 
@@ -37,7 +37,7 @@ def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passe
                                  disabled=not target.strip(), placeholder="another output to compare")
     if not target.strip():
         return analysis, None
-    if "decoder.cross" not in analysis.kinds:  # a language model's output continues or fills its own input
+    if "decoder.cross_attn" not in analysis.kinds:  # a language model's output continues or fills its own input
         st.sidebar.info("The target is not used: a teacher-forced target replaces a translation, and this model "
                         "(decoder-only or encoder-only) has no encoder-decoder pair.")
         return analysis, None

@@ -14,13 +14,11 @@ The page's Python holds the GIL: forty sessions rerunning at once (a hall typing
 one core whatever their number, and each thread that wants the GIL while another holds it costs the holder a
 hand-over. A rerun therefore runs its page in a page turn (`page()`), as many as there are model turns, oldest click
 first, and lets go of it whenever it may wait for another thread (`waiting()`): for a model pass (its own, or a
-batch with other sessions' inputs), a shared result or cached lookup another session is computing (ui.shared), or
-an entry of Streamlit's own caches (`outside_page`). A thread never waits for another while it holds a page turn,
-so the threads that give theirs back always get one again.
+batch with other sessions' inputs), or a shared result or cached lookup another session is computing (ui.shared). A
+thread never waits for another while it holds a page turn, so the threads that give theirs back always get one again.
 """
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import os
@@ -37,6 +35,12 @@ _holds_page: ContextVar[bool] = ContextVar("attention_atlas_holds_page_turn", de
 def arrived() -> None:
     """This thread's click arrived now: its passes go before those of clicks that arrive later."""
     _arrived.set(time.monotonic())
+
+
+def click_arrival() -> float:
+    """When this thread's click arrived (now, for a thread that serves no click): the order its waits are served in."""
+    arrival = _arrived.get()
+    return time.monotonic() if arrival is None else arrival
 
 
 class Turns:
@@ -62,15 +66,14 @@ class Turns:
             self.release()
 
     def acquire(self) -> None:
-        arrival = _arrived.get()
+        arrival = click_arrival()
         with self._lock:
             if self._free:
                 self._free -= 1
                 wake_up = None
             else:
                 wake_up = threading.Event()
-                heapq.heappush(self._waiting, (time.monotonic() if arrival is None else arrival,
-                                               next(self._order), wake_up))
+                heapq.heappush(self._waiting, (arrival, next(self._order), wake_up))
         if wake_up is not None:
             wake_up.wait()  # the turn is handed over by the holder that frees it
 
@@ -126,15 +129,3 @@ def waiting() -> Iterator[None]:
     finally:
         _holds_page.reset(holding)
         PAGE.acquire()
-
-
-def outside_page(function):
-    """`function` run with this thread's page turn let go (waiting()). For Streamlit's caches (st.cache_data,
-    st.cache_resource), whose computation may wait for others (a checkpoint's load, a corpus run): another session
-    asking for the same entry meanwhile waits on Streamlit's own lock, which must never happen in a page turn, or
-    the computation, once it wants a turn back, could find every one held by such waiters."""
-    @functools.wraps(function)
-    def call(*args, **kwargs):
-        with waiting():
-            return function(*args, **kwargs)
-    return call

@@ -162,8 +162,44 @@ def head_label(layer: int, head: int | None) -> str:
     return f"L{layer} " + ("mean" if head is None else f"H{head}")
 
 
-def head_title(kind: str, layer: int, head: int | None) -> str:
-    return f"{KIND_LABELS[kind]} · layer {layer} · " + ("mean of heads" if head is None else f"head {head}")
+def head_title(kind: str, layer: int, head: int | None, kv: int | None = None) -> str:
+    """kv: the key/value head a grouped-query head reads (kv_head), named after it; None: not named."""
+    return (f"{KIND_LABELS[kind]} · layer {layer} · " + ("mean of heads" if head is None else f"head {head}")
+            + ("" if kv is None or head is None else f" · kv {kv}"))
+
+
+def kv_head(config, head: int) -> int | None:
+    """The key/value head query head `head` reads under grouped-query attention, head // (num_heads / kv_heads); None
+    where every head has its own keys and values (multi-head attention: nothing to name)."""
+    if config.kv_heads == config.num_heads:
+        return None
+    return head // (config.num_heads // config.kv_heads)
+
+
+def kv_sharers(config, head: int) -> list[int]:
+    """The query heads that read the same key/value head as `head` (itself included), in order."""
+    group = config.num_heads // config.kv_heads
+    first = head // group * group
+    return list(range(first, first + group))
+
+
+def kv_sentence(config, head: int) -> str:
+    """Which key/value head a grouped-query head reads and which query heads share it; "" in multi-head attention."""
+    kv = kv_head(config, head)
+    if kv is None:
+        return ""
+    return (f"query head {head} reads key/value head {kv}, shared with heads "
+            + ", ".join(str(h) for h in kv_sharers(config, head)))
+
+
+def head_option(config, lecture: bool):
+    """The head picker's option labels: "2" ("H2" in lecture mode), and with grouped-query attention the head's
+    key/value head after it ("4 · kv1", "H4·kv1")."""
+    def label(head: int) -> str:
+        kv = kv_head(config, head)
+        name = f"H{head}" if lecture else str(head)
+        return name if kv is None else name + (f"·kv{kv}" if lecture else f" · kv{kv}")
+    return label
 
 
 def step_setting(name: str, delta: int, count: int) -> None:
@@ -209,7 +245,7 @@ def head_picker(page: Page, *, layer: bool = True, head: bool = True, allow_aver
                                            persist_state="session",
                                            help="The mean of all heads' weights in this layer.")
     chosen_head = draw(head_slot.segmented_control, "Head", "head", page.heads(), required=True, disabled=average,
-                       persist_state="session", format_func=(lambda n: f"H{n}") if page.lecture else str, **compact)
+                       persist_state="session", format_func=head_option(page.config, page.lecture), **compact)
     if page.lecture and not average:
         stepper(head_slot, "head", len(page.heads()), ("Shift+H", "H"), "head")
     return kind, chosen_layer, None if average else chosen_head

@@ -15,13 +15,24 @@ from .attention import (
 )
 from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .beam_tree import beam_tree_figure
-from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, model_mask
+from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, SLIDING_WINDOW, model_mask
 from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
 from .grid import fit_model_view, model_view
 from .head_view import head_view
 from .labels import piece_text, safe_label
 from .masks import mask_figure, mask_reasons
-from .positional import default_pe_dims, pe_curves, pe_heatmap, pe_similarity
+from .positional import (
+                         default_pe_dims,
+                         pe_curves,
+                         pe_heatmap,
+                         pe_similarity,
+                         rotary_dim_names,
+                         rotary_dims,
+                         rotary_frequencies_figure,
+                         rotary_score_figure,
+                         rotary_scores,
+                         rotary_wavelengths,
+)
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
 from .sampling import distribution_figure
 from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
@@ -30,7 +41,7 @@ from .training import loss_curve, snapshots_figure
 from .words import PRODUCES_CAPTION, merge_blocked, merge_words, produces_labels, word_labels
 
 __all__ = [
-    "KINDS", "PADDING", "CAUSAL", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
+    "KINDS", "PADDING", "CAUSAL", "SLIDING_WINDOW", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
     "Theme", "toolbar_config", "safe_label", "piece_text",
     "mask_reasons", "model_mask", "mask_figure",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
@@ -38,6 +49,8 @@ __all__ = [
     "values_shown", "model_view", "fit_model_view", "head_view", "snapshots_figure", "loss_curve",
     "merge_words", "merge_blocked", "word_labels", "produces_labels", "PRODUCES_CAPTION",
     "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
+    "rotary_dims", "rotary_dim_names", "rotary_wavelengths", "rotary_scores", "rotary_frequencies_figure",
+    "rotary_score_figure",
     "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes",

@@ -16,6 +16,7 @@ EOS_TOKEN = "</s>"
 
 PADDING = "padding"
 CAUSAL = "causal"
+SLIDING_WINDOW = "sliding window"  # Mistral's: keys more than the window before the query
 PADDED_QUERY = "padded query"
 # Reasons that are drawn but are not masks of the model: a padded query's row is computed like any other (its
 # weights are not 0); the loss ignores its output, so the figures shade it to say "don't read this row".

@@ -24,15 +24,17 @@ LABEL_EVERY_PANEL = 4
 
 def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked: Blocked | None = None,
                show_masks: bool = True, fixed_scale: bool = True, title: str = "", first: tuple[int, int] = (0, 0),
-               theme: Theme = Theme()) -> go.Figure:
+               heads_per_kv: int = 1, theme: Theme = Theme()) -> go.Figure:
     """All heads of `stack` (layers, heads, q_len, k_len) as a layers x heads grid with one colour bar.
 
     first: the (layer, head) of stack[0, 0] when `stack` is a window of a larger grid (one page of
     fit_model_view's): panels, meta and hover name the model's own layers and heads.
-    Panels are titled "L2 H5" (0-based, as in the model). Trace i for i < layers * heads is layer i // heads,
-    head i % heads, and carries meta=[layer, head] (a list: Plotly.js redraws a figure in full on every update
-    that hands it a dict meta): the curve number of a click event (or the trace's meta) tells the app which head to
-    open; so do the hover heatmaps that follow them (when the input is small enough, see HOVER_CELLS). Colours are
+    Panels are titled "L2 H5" (0-based, as in the model); with grouped-query attention (heads_per_kv query heads
+    share each key/value head) "L2 H5 · kv1", the key/value head the head reads. Trace i for i < layers * heads is
+    the window's layer i // heads, head i % heads, and carries meta=[layer, head] (a list: Plotly.js redraws a
+    figure in full on every update that hands it a dict meta): the curve number of a click event (or the trace's
+    meta) tells the app which head to open; so do the hover heatmaps that follow them (when the input is small
+    enough, see HOVER_CELLS). Colours are
     quantised to at most 256 levels per image. blocked: masks as in head_heatmap; with show_masks their colours
     are blended into the images (the legend names them; switching them needs show_masks=False, as images have no
     legend toggle). Every token labels the outer axes (the bottom
@@ -51,9 +53,10 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     for index, source in enumerate(_head_images(stack, blocked, cmin, cmax, theme.sequential)):
         layer, head = (sum(pair) for pair in zip(divmod(index, heads), first))
         x_id, y_id = axis_names(index)
-        traces.append(dict(type="image", source=source, name=f"L{layer} H{head}", meta=[layer, head],
+        name = panel_title(layer, head, heads_per_kv)
+        traces.append(dict(type="image", source=source, name=name, meta=[layer, head],
                            xaxis=x_id, yaxis=y_id, hoverinfo="skip" if hover_layer else None,
-                           hovertemplate=f"L{layer} H{head}<br>query %{{y}}, key %{{x}}<extra></extra>"))
+                           hovertemplate=f"{name}<br>query %{{y}}, key %{{x}}<extra></extra>"))
     if hover_layer:
         tokens = np.stack(np.broadcast_arrays(np.array([safe_label(t) for t in q_tokens], dtype=object)[:, None],
                                               np.array([safe_label(t) for t in k_tokens], dtype=object)[None, :]),
@@ -61,11 +64,13 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
         for index, (layer, head) in enumerate(np.ndindex(layers, heads)):
             layer, head = layer + first[0], head + first[1]
             x_id, y_id = axis_names(index)
+            name = panel_title(layer, head, heads_per_kv)
             traces.append(dict(
-                type="heatmap", z=stack[layer, head], customdata=tokens, showscale=False, name=f"L{layer} H{head}",
+                type="heatmap", z=stack[layer - first[0], head - first[1]], customdata=tokens, showscale=False,
+                name=name,
                 colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], meta=[layer, head],
                 xaxis=x_id, yaxis=y_id,
-                hovertemplate=(f"L{layer} H{head}<br>query: %{{customdata[0]}} (%{{y:d}})<br>key: %{{customdata[1]}}"
+                hovertemplate=(f"{name}<br>query: %{{customdata[0]}} (%{{y:d}})<br>key: %{{customdata[1]}}"
                                " (%{x:d})<br>weight: %{z:.4g}<extra></extra>")))
     # Images have neither colour bar nor legend: empty marker traces carry both.
     traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", showlegend=False, hoverinfo="skip",
@@ -73,8 +78,8 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     for reason in blocked:
         traces.append(dict(type="scatter", x=[None], y=[None], mode="markers", name=safe_label(reason),
                            marker=dict(symbol="square", color=css_colour(mask_rgba(reason)), size=theme.marker_size)))
-    grid = shared_grid(layers, heads, [f"L{layer + first[0]} H{head + first[1]}" for layer in range(layers)
-                                       for head in range(heads)], theme)
+    grid = shared_grid(layers, heads, [panel_title(layer + first[0], head + first[1], heads_per_kv)
+                                       for layer in range(layers) for head in range(heads)], theme)
     # Token ticks only on the axes that show them: Plotly.js lays out every tick of every axis, labelled or not,
     # and a tick per token on all 96 axes of a 6 x 8 grid at 256 tokens took longer to draw than the 48 images.
     sized, _ = grid_layout(theme, q_tokens, k_tokens, rows=layers, cols=heads, title=title,
@@ -100,11 +105,19 @@ def model_view(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked:
     return themed_figure(traces, layout, theme)
 
 
+def panel_title(layer: int, head: int, heads_per_kv: int = 1) -> str:
+    """A model view panel's title: "L2 H5", and "L2 H5 · kv1" with grouped-query attention (heads_per_kv > 1 query
+    heads share each key/value head; head h reads h // heads_per_kv)."""
+    return f"L{layer} H{head}" + (f" · kv{head // heads_per_kv}" if heads_per_kv > 1 else "")
+
+
 def fit_model_view(q_tokens: Tokens, k_tokens: Tokens, layers: int, heads: int, *, title: str = "",
-                   legend: bool = False, theme: Theme = Theme()) -> tuple[int, int]:
+                   legend: bool = False, heads_per_kv: int = 1, theme: Theme = Theme()) -> tuple[int, int]:
     """How many layers and heads of a model view fit the theme's width (and height) at once: (layers, heads) of
-    one page (layout.fit_grid). The whole grid where it fits; else the app pages through it."""
-    return fit_grid(theme, q_tokens, k_tokens, layers, heads, title=title, titles=[],
+    one page (layout.fit_grid). The whole grid where it fits; else the app pages through it. Every panel is at
+    least as wide as the longest panel title (model_view's)."""
+    widest = panel_title(max(layers - 1, 0), max(heads - 1, 0), heads_per_kv)  # the last digits are the longest
+    return fit_grid(theme, q_tokens, k_tokens, layers, heads, title=title, titles=[dict(text=widest)],
                     colour_bars=[("coloraxis", heads)], label_every_panel=layers * heads <= LABEL_EVERY_PANEL,
                     legend=legend)
 

@@ -141,6 +141,73 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
     return themed(data, layout, theme, title)
 
 
+def rotation_figure(before: ArrayLike, after: ArrayLike, labels: Tokens, *, title: str, width: int,
+                    headings: tuple[str, str] = ("before", "after"), theme: Theme = Theme()) -> go.Figure:
+    """Rotary positions: each row's vector (rows, d_head) before and after the rotation turned it, in two panels side
+    by side on one colour scale centred at 0 (blue below 0, red above), a row per label, `headings` over them. Each
+    panel is at least as wide as its heading; the two share what `width` leaves beside the labels."""
+    before, after = _check(before, labels, "before"), _check(after, labels, "after")
+    if before.shape != after.shape:
+        raise ValueError(f"before {before.shape} and after {after.shape} must have the same shape")
+    rows, dims = before.shape
+    font = theme.font_size
+    scale = rows >= 3
+    base, _ = _frame(theme, labels, "", [1.0, 1.0], colour_bar=scale)  # the margins
+    room = width - base["margin"]["l"] - base["margin"]["r"] - GAP_EM * font
+    cell = max(min(CELL_EM * font, room / (2 * dims)), widest_px(headings, font) / dims, 1.0)
+    layout, domains = _frame(theme, labels, title, [cell * dims] * 2, colour_bar=scale)
+    limit = max(float(np.abs(before).max()), float(np.abs(after).max()), 1e-12)
+    hover = np.array([[safe_label(label)] * dims for label in labels], dtype=object).tolist()
+    data, annotations = [], []
+    for index, (vectors, heading, domain) in enumerate(zip((before, after), headings, domains)):
+        suffix = str(index + 1) if index else ""
+        data.append(dict(type="heatmap", z=vectors.tolist(), x=list(range(dims)), y=list(range(rows)),
+                         customdata=hover, colorscale=colour_stops(DIVERGING), zmin=-limit, zmax=limit,
+                         xaxis=f"x{suffix}", yaxis=f"y{suffix}", name=heading, showscale=scale and index == 1,
+                         hovertemplate=f"%{{customdata}}, {safe_label(heading)}, dimension %{{x}}: %{{z:.4g}}"
+                                       "<extra></extra>",
+                         colorbar=dict(x=1, xanchor="left", xpad=10, thickness=COLOUR_BAR_PX, lenmode="pixels",
+                                       len=min(layout["height"] - layout["margin"]["t"] - layout["margin"]["b"],
+                                               12 * LINE_EM * font), y=1, yanchor="top",
+                                       title=dict(text="value", side="right"))))
+        layout[f"xaxis{suffix}"] = dict(domain=domain, **_dimension_ticks(dims, cell, font), showgrid=False,
+                                        zeroline=False)
+        layout[f"yaxis{suffix}"] = (dict(**token_axis(labels), **token_range(rows, top_down=True), showgrid=False)
+                                    if not index else dict(matches="y", showticklabels=False, showgrid=False,
+                                                           **token_range(rows, top_down=True)))
+        annotations.append(_panel_title(heading, domain, theme))
+    layout["annotations"] = annotations
+    return themed(data, layout, theme, title)
+
+
+def _bar_panels(panels: list[tuple[str, ArrayLike, np.ndarray]], labels: Tokens, title: str,
+                theme: Theme) -> go.Figure:
+    """A bar per label in each of `panels` (heading, values, blocked) side by side, the labels left of the first."""
+    layout, domains = _frame(theme, labels, title, [BAR_PANEL_EM * theme.font_size] * len(panels), colour_bar=False)
+    data, annotations = [], []
+    for index, ((heading, values, masked), domain) in enumerate(zip(panels, domains)):
+        suffix = str(index + 1) if index else ""
+        data += _bar_trace(values, labels, masked, (f"x{suffix}", f"y{suffix}"), theme, heading)
+        panel_range = _bar_range(values, masked, BAR_PANEL_EM * theme.font_size, theme.font_size)
+        layout[f"xaxis{suffix}"] = dict(domain=domain, range=panel_range, showticklabels=False,
+                                        zeroline=True, showgrid=False)
+        layout[f"yaxis{suffix}"] = (dict(**token_axis(labels), **token_range(len(labels), top_down=True))
+                                    if not index else
+                                    dict(matches="y", showticklabels=False,
+                                         **token_range(len(labels), top_down=True)))
+        annotations.append(_panel_title(heading, domain, theme))
+    layout["annotations"] = annotations
+    return themed(data, layout, theme, title)
+
+
+def turned_dots_figure(before: ArrayLike, after: ArrayLike, key_labels: Tokens, *, title: str,
+                       theme: Theme = Theme()) -> go.Figure:
+    """Rotary positions: q·k for every key (k_len,) with q and k as the projections made them and after their
+    positions turned them, a bar per key in two panels."""
+    none = np.zeros(len(key_labels), dtype=bool)
+    return _bar_panels([("q·k before the turn", before, none), ("q·k after", after, none)], key_labels, title, theme)
+
+
 def softmax_figure(dots: ArrayLike, scores: ArrayLike, weights: ArrayLike, blocked: ArrayLike, key_labels: Tokens,
                    d_head: int, *, title: str, theme: Theme = Theme()) -> go.Figure:
     """From dot products to weights for one query, a bar per key in three panels: q·k; the score q·k / √d_head, a
@@ -150,21 +217,7 @@ def softmax_figure(dots: ArrayLike, scores: ArrayLike, weights: ArrayLike, block
     none = np.zeros_like(blocked)
     panels = [("q · k", dots, none), (f"÷ √{d_head}, masked = score", scores, blocked),
               ("softmax = weight", weights, none)]
-    layout, domains = _frame(theme, key_labels, title, [BAR_PANEL_EM * theme.font_size] * 3, colour_bar=False)
-    data, annotations = [], []
-    for index, ((heading, values, masked), domain) in enumerate(zip(panels, domains)):
-        suffix = str(index + 1) if index else ""
-        data += _bar_trace(values, key_labels, masked, (f"x{suffix}", f"y{suffix}"), theme, heading)
-        panel_range = _bar_range(values, masked, BAR_PANEL_EM * theme.font_size, theme.font_size)
-        layout[f"xaxis{suffix}"] = dict(domain=domain, range=panel_range, showticklabels=False,
-                                        zeroline=True, showgrid=False)
-        layout[f"yaxis{suffix}"] = (dict(**token_axis(key_labels), **token_range(len(key_labels), top_down=True))
-                                    if not index else
-                                    dict(matches="y", showticklabels=False,
-                                         **token_range(len(key_labels), top_down=True)))
-        annotations.append(_panel_title(heading, domain, theme))
-    layout["annotations"] = annotations
-    return themed(data, layout, theme, title)
+    return _bar_panels(panels, key_labels, title, theme)
 
 
 def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title: str = "",

@@ -15,7 +15,7 @@ import plotly.colors
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .conventions import CAUSAL, PADDED_QUERY, PADDING
+from .conventions import CAUSAL, PADDED_QUERY, PADDING, SLIDING_WINDOW
 from .labels import safe_label
 
 # (r, g, b, alpha): translucent, so the weights beneath stay visible; distinct hues, so cells blocked for two
@@ -24,6 +24,7 @@ MASK_COLOURS = {
     PADDING: (100, 100, 100, 0.6),
     CAUSAL: (230, 120, 20, 0.5),
     PADDED_QUERY: (150, 80, 200, 0.35),
+    SLIDING_WINDOW: (30, 140, 160, 0.5),  # teal: apart from the causal orange it meets on the diagonal's far side
 }
 OTHER_MASK_COLOUR = (200, 30, 120, 0.45)  # for reasons a caller invents
 

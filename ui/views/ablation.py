@@ -11,35 +11,24 @@ from ui.view import View
 from ui.widgets import PROBABILITY, head_label, model_output, pieces_shown
 
 
-def option(kind: str, layer: int, head: int) -> str:
-    """One head as the link writes it: its attention key ('decoder.0.cross'), a colon, the head."""
-    stack, role = kind.split(".")
-    return f"{stack}.{layer}.{role}:{head}"
-
-
-def label(chosen: str) -> str:
-    key, head = chosen.split(":")
-    stack, layer, role = key.split(".")
-    return f"{KIND_LABELS[f'{stack}.{role}']} · {head_label(int(layer), int(head))}"
-
-
 def ablated_heads(chosen: list[str]) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """((attention key, heads), ...) in a fixed order, as the cached passes take them."""
+    """((attention site, heads), ...) in a fixed order, as the cached passes take them."""
     heads: dict[str, list[int]] = {}
     for item in chosen:
-        key, head = item.split(":")
-        heads.setdefault(key, []).append(int(head))
-    return tuple(sorted((key, tuple(sorted(values))) for key, values in heads.items()))
+        site, head = item.split(":")
+        heads.setdefault(site, []).append(int(head))
+    return tuple(sorted((site, tuple(sorted(values))) for site, values in heads.items()))
 
 
 def render(page: Page) -> None:
-    options = [option(kind, layer, head) for kind in page.kinds for layer in range(page.layers(kind))
-               for head in page.heads()]
+    # Each head as the link writes it: its attention site, a colon, the head ('decoder.layers.0.cross_attn:2').
+    options = {f"{page.site(kind, layer)}:{head}": f"{KIND_LABELS[kind]} · {head_label(layer, head)}"
+               for kind in page.kinds for layer in range(page.layers(kind)) for head in page.heads()}
     settle_all("ablate", options)
     columns = st.columns([4, 1], vertical_alignment="bottom")
     # Every head as a button of its own: a dropdown showed a third of a 36-head model's until a filter was typed.
-    chosen = columns[0].pills("Heads to switch off", options, selection_mode="multi", format_func=label, key="ablate",
-                              persist_state="session", wrap=True) or []
+    chosen = columns[0].pills("Heads to switch off", list(options), selection_mode="multi", format_func=options.get,
+                              key="ablate", persist_state="session", wrap=True) or []
     mode = draw(columns[1].segmented_control, "Replace by", "ablation_mode", ("zero", "mean"), required=True,
                 persist_state="session", help="zero: the head's output is 0. mean: its mean over positions.")
     if not chosen:

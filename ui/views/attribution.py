@@ -79,5 +79,5 @@ def render(page: Page) -> None:
                    "top-attributed source tokens are deleted; random deletes k random tokens.")
 
 
-VIEW = View("attribution", "Attribution", render, needs=("decoder.cross",),
+VIEW = View("attribution", "Attribution", render, needs=("decoder.cross_attn",),
             needs_why="explains an output piece by the source pieces it read through cross-attention")

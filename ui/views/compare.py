@@ -6,8 +6,8 @@ import streamlit as st
 
 import viz
 from ui.analysis import KIND_LABELS, Unavailable
+from ui.literal_text import plain
 from ui.page import Page
-from ui.plain import plain
 from ui.shared import once
 from ui.state import FINAL, draw
 from ui.view import View

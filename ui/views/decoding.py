@@ -108,7 +108,7 @@ def render_tree(page: Page, row) -> None:
 
 
 def render(page: Page) -> None:
-    cross = "decoder.cross" in page.kinds  # beam search and each step's source attention need an encoder
+    cross = "decoder.cross_attn" in page.kinds  # beam search and each step's source attention need an encoder
     modes = tuple(mode for mode in MODES if cross or mode != "tree")
     row = controls("step")  # the mode and the step on one row: on a projector the figure starts high
     mode = draw(row.segmented_control, "Decoding steps", "step_mode", modes, required=True,
@@ -171,8 +171,8 @@ def render(page: Page) -> None:
             st.caption(f"Temperature {temperature:g}, top-k {top_k or 'off'}, top-p {top_p:g}, seed {seed}: the "
                        "piece is drawn from the last bars. The same seed draws the same pieces again.")
     row = controls("decoder-self")
-    layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self")), required=True,
-                 persist_state="session")
+    layer = draw(row.segmented_control, "Decoder layer", "layer", range(page.layers("decoder.self_attn")),
+                 required=True, persist_state="session")
     head = draw(row.segmented_control, "Head", "head", page.heads(), required=True, persist_state="session")
     # The whole grid from the first step, so the figure keeps its size while the causal triangle grows row by row;
     # rows not generated yet stay blank and their pieces unknown.
@@ -187,6 +187,6 @@ def render(page: Page) -> None:
     show_figure(page, growing, "decoding-causal")
 
 
-VIEW = View("decoding", "Decoding", render, needs=("decoder.self",),
+VIEW = View("decoding", "Decoding", render, needs=("decoder.self_attn",),
             needs_why="generates an output one piece at a time with a decoder (an encoder-only model's prediction "
                       "of its masked tokens is the output above)")

@@ -46,7 +46,7 @@ def render(page: Page) -> None:
 def one_stack_rollout(page: Page) -> None:
     """A decoder-only or encoder-only model: the rollout of its one self-attention stack."""
     (kind,) = page.kinds
-    side, name = ("src", "Encoder") if kind == "encoder.self" else ("tgt", "Decoder")
+    side, name = ("src", "Encoder") if kind == "encoder.self_attn" else ("tgt", "Decoder")
     tokens = page.analysis.pieces(side)
     rollout = once(viz.encoder_rollout, page.analysis.stack(kind))
     show_figure(page, once(viz.rollout_figure, rollout, tokens, tokens, title=f"{name} rollout", theme=page.theme),
@@ -58,8 +58,9 @@ def one_stack_rollout(page: Page) -> None:
 def rollouts(page: Page) -> None:
     """An encoder-decoder model: the encoder's rollout, and the decoder's onto the source."""
     analysis = page.analysis
-    encoder = once(viz.encoder_rollout, analysis.stack("encoder.self"))
-    source = once(viz.decoder_source_rollout, analysis.stack("decoder.self"), analysis.stack("decoder.cross"), encoder)
+    encoder = once(viz.encoder_rollout, analysis.stack("encoder.self_attn"))
+    source = once(viz.decoder_source_rollout, analysis.stack("decoder.self_attn"),
+                  analysis.stack("decoder.cross_attn"), encoder)
     src, tgt = analysis.pieces("src"), analysis.pieces("tgt")
     encoder_fig = once(viz.rollout_figure, encoder, src, src, title="Encoder rollout", theme=page.theme)
     decoder_fig = once(viz.rollout_figure, source, tgt, src, title="Decoder rollout onto the source", theme=page.theme)

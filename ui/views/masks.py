@@ -15,6 +15,8 @@ MASK_EXPLANATIONS = {
                  "to them (their key columns are blocked).",
     viz.CAUSAL: "Causal mask: the decoder must not see pieces it has not generated yet, so position i may attend "
                 "only to positions 0…i.",
+    viz.SLIDING_WINDOW: "Sliding window: each decoder position attends only to itself and the window − 1 positions "
+                        "before it (the model's `sliding_window`); earlier keys are blocked.",
     viz.PADDED_QUERY: "Padded query (shaded, not masked): a pad position's row is computed like any other, but its "
                       "output is ignored.",
     "all reasons": "Combined: the model blocks a cell if any mask blocks it; blocked scores are set to the lowest "
@@ -39,7 +41,9 @@ def render(page: Page) -> None:
     notes, figures = (bottom, top) if page.lecture else (top, bottom)
     if not analysis.padded():
         notes.info(padding_note(page.lecture))
-    notes.markdown("\n".join(f"- {sentence}" for sentence in MASK_EXPLANATIONS.values()))
+    shown = [sentence for reason, sentence in MASK_EXPLANATIONS.items()
+             if reason != viz.SLIDING_WINDOW or page.config.sliding_window]  # only a model with one has a window
+    notes.markdown("\n".join(f"- {sentence}" for sentence in shown))
     for kind in analysis.kinds:
         q_tokens, k_tokens = analysis.tokens(kind)
         blocked = analysis.blocked(kind)

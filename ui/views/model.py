@@ -11,7 +11,8 @@ from ui.page import Page
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
-from ui.widgets import controls, head_label, head_picker, produces_caption, show_figure, shown, word_switch
+from ui.widgets import controls, head_picker, produces_caption, show_figure, shown, word_switch
+from viz.grid import panel_title
 
 FIGURE_KEY = "figure-model-view"
 
@@ -40,9 +41,13 @@ def render(page: Page) -> None:
     figure = shown(page, kind, page.analysis.stack(kind), words)
     layers, heads = figure.weights.shape[:2]
     title = f"{KIND_LABELS[kind]}: every layer and head"
+    # Grouped-query attention: every panel names its key/value head ("L2 H5 · kv1").
+    per_kv = page.config.num_heads // page.config.kv_heads
     # As many layers and heads as fit the page (and, in lecture mode, the screen's height); the rest page by page.
     rows, cols = once(viz.fit_model_view, figure.q_labels, figure.k_labels, layers, heads, title=title,
-                      legend=bool(figure.blocked) and show_masks, theme=page.theme)
+                      legend=bool(figure.blocked) and show_masks, heads_per_kv=per_kv, theme=page.theme)
+    if per_kv < cols < heads:  # a page holds whole key/value groups: the heads that share one stand together
+        cols -= cols % per_kv
     windows = [(layer, head) for layer in range(0, layers, rows) for head in range(0, heads, cols)]
     first = windows[0]
     if len(windows) > 1:
@@ -57,14 +62,14 @@ def render(page: Page) -> None:
         title += f" ({named(first)})"
     stack = figure.weights[first[0]: first[0] + rows, first[1]: first[1] + cols]  # (layers shown, heads shown, ...)
     fig = once(viz.model_view, stack, figure.q_labels, figure.k_labels, blocked=figure.blocked,
-               show_masks=show_masks, title=title, first=tuple(first), theme=page.theme)
+               show_masks=show_masks, title=title, first=tuple(first), heads_per_kv=per_kv, theme=page.theme)
     panels = [tuple(trace.meta) if trace.meta is not None else None for trace in fig.data]
     show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
                 selection_mode="points")
     produces_caption(figure)
     panels = [(layer, head) for layer in range(page.layers(kind)) for head in page.heads()]
     columns = st.columns([3, 2], vertical_alignment="bottom")
-    chosen = columns[0].selectbox("Head to open", panels, format_func=lambda panel: head_label(*panel),
+    chosen = columns[0].selectbox("Head to open", panels, format_func=lambda panel: panel_title(*panel, per_kv),
                                   key="model-pick")
     columns[1].button("Open in the Attention view", on_click=open_head, args=chosen, key="model-open")
     st.caption("Click a panel to open its head in the Attention view.")

@@ -59,5 +59,5 @@ def render(page: Page) -> None:
                f"The last stage, “{lens.stages[-1]}”, is the model's own prediction.")
 
 
-VIEW = View("patching", "Patching", render, needs=("decoder.cross",),
+VIEW = View("patching", "Patching", render, needs=("decoder.cross_attn",),
             needs_why="patches an edited source into a translation, through the decoder's cross-attention")

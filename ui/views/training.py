@@ -21,8 +21,9 @@ from ui.widgets import (
 )
 
 SNAPSHOT_COLUMNS = 5  # the usual four snapshots and the final model in one row
+# the card's dev_metric (a language model's head scores share its axis)
 METRIC_NAMES = {"translate": "BLEU", "reverse": "exact match", "dates": "exact match",
-                "induction": "repeat accuracy"}  # the card's dev_metric (induction's head scores share its axis)
+                "induction": "repeat accuracy", "lm": "next-token accuracy"}
 
 
 def render(page: Page) -> None:

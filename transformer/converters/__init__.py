@@ -1,8 +1,0 @@
-"""One module per pretrained family that `python -m transformer.convert` reads besides Marian: each gives a Family
-(its config.json -> our config, its tensors -> our state_dict). Adding a family is one module and one line below."""
-from __future__ import annotations
-
-from . import bart, bert, gpt2
-from .family import Family
-
-FAMILIES: dict[str, Family] = {family.name: family for family in (gpt2.FAMILY, bert.FAMILY, bart.FAMILY)}

@@ -1,0 +1,441 @@
+"""Convert a pretrained model into an Atlas checkpoint folder:
+`python -m transformer.convert {marian,gpt2,bert,bart,llama,qwen2,mistral} SRC_FOLDER OUT_FOLDER`
+
+GPT-2, Llama, Qwen2, Mistral (decoder-only), BERT (encoder-only, masked LM) and BART (encoder-decoder) folders are read
+by the families of transformer/io/converters/ into the same model in another shape (TransformerConfig.stacks and the
+fields the Llama family brought), their tokenizer.json kept and read with the `tokenizers` library; their weights may
+be safetensors shards (model.safetensors.index.json).
+
+SRC_FOLDER is a Hugging Face Marian (opus-mt) folder as `save_pretrained` writes it: config.json, model.safetensors (or
+pytorch_model.bin), source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies),
+tokenizer_config.json. Marian is the architecture this project implements (post-LN encoder-decoder, sinusoidal
+positions), so its weights go into our own model: one model, one set of hook names, every view unchanged.
+`--from-hub NAME` downloads the folder first with huggingface_hub (only then imported; needs the internet).
+
+SRC_FOLDER is read under the same loading policy as a checkpoint (transformer/io/safety.py): regular files only, each
+under a size cap, JSON in bounded time, and the model's size worked out from config.json before anything is built.
+Nothing is run from the folder: weights are read with safetensors, or from pytorch_model.bin only if its pickle is a
+plain state dict of tensors. Anything that differs from what our model computes is refused with a message naming
+the file and what differs. OUT_FOLDER is written beside its place and renamed into it (transformer.io.checkpoint's
+commit_checkpoint); a checkpoint already there is replaced, whole, only with --replace.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from ..model.config import TransformerConfig
+from ..model.positional import sinusoidal_table
+from .checkpoint import (
+    CARD_FILE,
+    CONFIG_FILE,
+    JSON_TOKENIZER_FILE,
+    SRC_TOKENIZER_FILE,
+    TGT_TOKENIZER_FILE,
+    VOCAB_FILES,
+    WEIGHTS_FILE,
+    CheckpointError,
+    LoadedCheckpoint,
+    ModelCard,
+    build_model,
+    check_replaceable,
+    check_state,
+    commit_checkpoint,
+    expected_state,
+    read_safetensors,
+    read_torch_zip,
+    save_weights,
+    staging_folder,
+    weights_entry,
+    writer_lock,
+)
+from .converters import FAMILIES
+from .converters.family import Family, Fields, Tensors, build_config, seq2seq_layer_names
+from .safety import (
+    MAX_CARD_BYTES,
+    MAX_CONFIG_BYTES,
+    MAX_INDEX_BYTES,
+    MAX_TOKENIZER_BYTES,
+    WEIGHTS_OVERHEAD_BYTES,
+    read_bytes,
+    read_json,
+)
+from .tokenizer import JsonTokenizer, VocabTokenizer
+
+ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
+# Switches of older Marian/BART configs that, when on, mean a layout our model does not compute.
+UNSUPPORTED_SWITCHES = {"normalize_before": "pre-LN layers", "add_final_layer_norm": "a final LayerNorm per stack",
+                        "normalize_embedding": "a LayerNorm on the embeddings",
+                        "add_bias_logits": "a logits bias layer"}
+INDEX_FILE = "model.safetensors.index.json"  # sharded weights: which shard file holds each tensor
+HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", INDEX_FILE, "model-*.safetensors",
+             "pytorch_model.bin", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
+             "tokenizer_config.json", "tokenizer.json", "README.md"]
+# Buffers older transformers files store next to the weights: causal-mask tables (GPT-2), position ids (BERT),
+# rotary frequencies (Llama).
+IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias", "embeddings.position_ids", ".rotary_emb.inv_freq")
+EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station?", "The children are playing in the "
+                   "garden.", "We will go to the beach tomorrow."]}
+
+
+def _read_json(path: Path, folder: Path) -> dict:
+    values = read_json(path, folder, MAX_CONFIG_BYTES)
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return values
+
+
+def marian_config(hf: dict, source: Path) -> TransformerConfig:
+    """Our config for a transformers MarianConfig (as a dict), or CheckpointError naming what differs."""
+    def refuse(why: str) -> CheckpointError:
+        return CheckpointError(f"{source}: {why}; only Marian (opus-mt) models convert")
+
+    field = Fields(hf, source)
+    if hf.get("model_type") != "marian":
+        raise refuse(f"model_type is {hf.get('model_type')!r}, not 'marian'")
+    if hf.get("architectures", ["MarianMTModel"]) != ["MarianMTModel"]:
+        raise refuse(f"architectures is {hf.get('architectures')!r}, not ['MarianMTModel']")
+    for name, what in UNSUPPORTED_SWITCHES.items():
+        if field(name, False, bool):
+            raise refuse(f"{name} is on ({what}), which Marian's layout and ours do not have")
+    if not field("static_position_embeddings", True, bool):
+        raise refuse("static_position_embeddings is off (learned positions)")
+    for encoder_side, decoder_side in (("encoder_attention_heads", "decoder_attention_heads"),
+                                       ("encoder_ffn_dim", "decoder_ffn_dim")):
+        if hf.get(encoder_side) != hf.get(decoder_side):
+            raise refuse(f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
+                         f"({hf.get(decoder_side)}); our model has one value for both stacks")
+    activation = field.activation("activation_function", "marian", ACTIVATIONS)
+    shared = field("share_encoder_decoder_embeddings", True, bool)
+    vocab_size = field("vocab_size", 58101)
+    pad_id = field.required("pad_token_id")
+    return build_config(
+        source,
+        src_vocab_size=vocab_size,
+        tgt_vocab_size=vocab_size if shared else field("decoder_vocab_size", 0) or vocab_size,
+        d_model=field.required("d_model"),
+        num_heads=field.required("encoder_attention_heads"),
+        num_encoder_layers=field.required("encoder_layers"),
+        num_decoder_layers=field.required("decoder_layers"),
+        d_ff=field.required("encoder_ffn_dim"),
+        dropout=field("dropout", 0.1, float),
+        max_len=field("max_position_embeddings", 1024),
+        activation=activation,
+        pad_id=pad_id,
+        bos_id=field("decoder_start_token_id", pad_id),  # Marian starts decoding with its pad id
+        eos_id=field.required("eos_token_id"),
+        tie_output_embedding=field("tie_word_embeddings", True, bool),
+        share_embeddings=shared,
+        scale_embedding=field("scale_embedding", False, bool),
+        positional_layout="halves",
+    )
+
+
+def read_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Path]:
+    """The tensors of model.safetensors, of the safetensors shards model.safetensors.index.json lists, or of
+    pytorch_model.bin, and the file they came from. All of it may be at most twice the fp32 size of the model
+    `expected` describes (a file may also hold copies of tied embeddings, Marian's the sinusoid tables), plus a
+    little."""
+    max_bytes = 8 * sum(tensor.numel() for tensor in expected.values()) + WEIGHTS_OVERHEAD_BYTES
+    path = folder / "model.safetensors"
+    if path.exists():
+        return read_safetensors(path, folder, max_bytes), path
+    if (folder / INDEX_FILE).exists():
+        return read_shards(folder, max_bytes), folder / INDEX_FILE
+    if (folder / "pytorch_model.bin.index.json").exists():
+        raise CheckpointError(f"{folder}: sharded pytorch_model.bin weights (pytorch_model.bin.index.json) are not "
+                              f"read; safetensors shards ({INDEX_FILE}) are")
+    if (folder / "pytorch_model.bin").exists():
+        return read_pytorch_bin(folder / "pytorch_model.bin", folder, max_bytes, len(expected)), \
+            folder / "pytorch_model.bin"
+    raise CheckpointError(f"{path}: file is missing (nor is there a {INDEX_FILE} or a pytorch_model.bin)")
+
+
+def read_shards(folder: Path, max_bytes: int) -> dict[str, torch.Tensor]:
+    """The tensors of the safetensors shards that model.safetensors.index.json's weight_map names (tensor -> shard),
+    each shard a file beside the index read under the loading policy, all together at most `max_bytes` of tensors.
+    Every tensor of a shard must be one the index places in that shard, and every one it places there must be in
+    it: a tensor is never read from a file the index does not say."""
+    index_path = folder / INDEX_FILE
+    weight_map = read_json(index_path, folder, MAX_INDEX_BYTES)
+    weight_map = weight_map.get("weight_map") if isinstance(weight_map, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(shard, str) for shard in weight_map.values()):
+        raise CheckpointError(f"{index_path}: no weight_map object of tensor names and shard files")
+    shards: dict[str, set[str]] = {}  # shard file -> the tensors the index places in it
+    for name, shard in weight_map.items():
+        shards.setdefault(shard, set()).add(name)
+    tensors: dict[str, torch.Tensor] = {}
+    read = 0  # bytes of tensors so far
+    for shard, listed in sorted(shards.items()):
+        if Path(shard).name != shard or not shard.endswith(".safetensors"):
+            raise CheckpointError(f"{index_path}: shard {shard[:80]!r} is not a .safetensors file beside the index")
+        found = read_safetensors(folder / shard, folder, max_bytes - read)
+        if found.keys() != listed:
+            differ = sorted(found.keys() ^ listed)
+            raise CheckpointError(f"{folder / shard}: its tensors are not those {INDEX_FILE} places in it "
+                                  f"({', '.join(differ[:3])}{' ...' if len(differ) > 3 else ''})")
+        tensors |= found
+        read += sum(tensor.nbytes for tensor in found.values())
+    return tensors
+
+
+def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> dict[str, torch.Tensor]:
+    """The state dict in a transformers pytorch_model.bin (a torch zip), read as a checkpoint's weights are: its
+    pickle checked to be a plain state dict of tensors before torch reads it."""
+    state = read_torch_zip(path, folder, max_bytes, tensors)
+    if not isinstance(state, dict) or not all(isinstance(tensor, torch.Tensor) for tensor in state.values()):
+        raise CheckpointError(f"{path}: expected a state dict (names -> tensors)")
+    return dict(state)
+
+
+def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source: Path) -> dict[str, torch.Tensor]:
+    """Our state_dict from transformers' MarianMTModel tensors; CheckpointError for anything missing, left over or
+    inconsistent with the config."""
+    hf = dict(hf)
+    used: set[str] = set()
+
+    def take(*names: str) -> torch.Tensor:
+        for name in names:
+            if name in hf:
+                used.add(name)
+                return hf[name]
+        raise CheckpointError(f"{source}: no tensor {' or '.join(names)}")
+
+    state = {}
+    for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
+        for i in range(layers):
+            state |= {ours: take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
+        state[f"{side}.embed.token.weight"] = take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
+        positions = f"model.{side}.embed_positions.weight"
+        if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
+            used.add(positions)
+            table = sinusoidal_table(hf[positions].size(0), config.d_model, "halves")
+            if hf[positions].shape != table.shape or not torch.allclose(hf[positions].float(), table, atol=1e-4):
+                raise CheckpointError(f"{source}: {positions} is not Marian's sinusoidal table")
+    output = "lm_head.weight"
+    state["generator.weight"] = take(output) if output in hf else state["decoder.embed.token.weight"]
+    if output not in hf and not config.tie_output_embedding:
+        raise CheckpointError(f"{source}: no tensor {output} (and tie_word_embeddings is off)")
+    bias = take("final_logits_bias") if "final_logits_bias" in hf else torch.zeros(1, config.tgt_vocab_size)
+    state["generator.bias"] = bias.reshape(-1)  # (1, tgt_vocab) -> (tgt_vocab,)
+    if "model.shared.weight" in hf:
+        used.add("model.shared.weight")
+    left_over = sorted(set(hf) - used)
+    if left_over:
+        raise CheckpointError(f"{source}: tensors our model has no place for: {', '.join(left_over[:5])}"
+                              f"{' ...' if len(left_over) > 5 else ''}")
+    for tied, what in (((config.share_embeddings, "encoder.embed.token.weight", "decoder.embed.token.weight"),
+                        "shared encoder and decoder embeddings"),
+                       ((config.tie_output_embedding, "decoder.embed.token.weight", "generator.weight"),
+                        "an output projection tied to the decoder embedding")):
+        on, first, second = tied
+        if on and (state[first].shape != state[second].shape or not torch.equal(state[first], state[second])):
+            raise CheckpointError(f"{source}: config.json asks for {what}, but the weights differ")
+    return state
+
+
+def licence_of(folder: Path) -> str:
+    """The `license:` of the model card's front matter (README.md), or "" when there is none."""
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return ""
+    lines = read_bytes(readme, folder, MAX_CARD_BYTES).decode("utf-8", errors="replace").splitlines()
+    if not lines or lines[0].strip() != "---":
+        return ""
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        key, _, value = line.partition(":")
+        if key.strip() == "license":
+            return value.strip().strip("'\"")
+    return ""
+
+
+def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", log=print, replace: bool = False
+                   ) -> None:
+    """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`: everything is read and
+    checked first, then written beside `out` and renamed into place (an existing checkpoint only with `replace`)."""
+    src, out = Path(src), Path(out)
+    check_replaceable(out, replace, src)
+    if not src.is_dir():
+        raise CheckpointError(f"{src}: no such folder")
+    log(f"reading {src / 'config.json'}")
+    config = marian_config(_read_json(src / "config.json", src), src / "config.json")
+    expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
+    tokenizer_config = (_read_json(src / "tokenizer_config.json", src)
+                        if (src / "tokenizer_config.json").exists() else {})
+    separate = bool(tokenizer_config.get("separate_vocabs", False))
+    if separate == config.share_embeddings:
+        raise CheckpointError(f"{src / 'tokenizer_config.json'}: separate_vocabs is {separate}, but config.json's "
+                              f"share_encoder_decoder_embeddings is {config.share_embeddings}")
+    log("reading the tokenizers")
+    sides = {SRC_TOKENIZER_FILE: (src / "source.spm", src / "vocab.json", config.src_vocab_size),
+             TGT_TOKENIZER_FILE: (src / "target.spm", src / ("target_vocab.json" if separate else "vocab.json"),
+                                  config.tgt_vocab_size)}
+    files = {}  # file name in `out` -> the bytes read (and checked) from `src`
+    for file, (spm_path, vocab_path, size) in sides.items():
+        files[file] = read_bytes(spm_path, src, MAX_TOKENIZER_BYTES)
+        files[VOCAB_FILES[file]] = read_bytes(vocab_path, src, MAX_TOKENIZER_BYTES)
+        try:
+            tokenizer = VocabTokenizer(spm_path, vocab_path, files[file],
+                                       read_json(vocab_path, src, MAX_TOKENIZER_BYTES))
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{spm_path}: {error}") from None
+        if tokenizer.vocab_size != size:
+            raise CheckpointError(f"{vocab_path}: {tokenizer.vocab_size} pieces, but config.json says {size}")
+        for name, token_id in (("pad", config.pad_id), ("eos", config.eos_id)):
+            piece = {"pad": "<pad>", "eos": "</s>"}[name]
+            if tokenizer.id_to_piece(token_id) != piece:
+                raise CheckpointError(f"{vocab_path}: id {token_id} ({name}_token_id in config.json) is "
+                                      f"{tokenizer.id_to_piece(token_id)!r}, not {piece!r}")
+    log("reading the weights")
+    tensors, weights_path = read_weights(src, expected)
+    state = marian_state(config, tensors, weights_path)
+    check_state(state, expected, weights_path)
+    model = build_model(config, {name: tensor.float() if tensor.is_floating_point() else tensor
+                                 for name, tensor in state.items()}, weights_path)
+    source_lang = str(tokenizer_config.get("source_lang") or "")
+    target_lang = str(tokenizer_config.get("target_lang") or "")
+    origin = origin or str(src.resolve())
+    pair = f" ({source_lang} → {target_lang})" if source_lang and target_lang else ""
+    card = ModelCard(
+        name=out.name,
+        task="translate",
+        description=f"A pretrained Marian translation model{pair} converted from {origin}: its weights run in this "
+                    "project's own Transformer, checked equal to transformers' MarianMTModel.",
+        data=f"As documented by the original model ({origin}); Marian opus-mt models are trained on OPUS corpora.",
+        examples=EXAMPLES.get(source_lang.split("_")[0], []),
+        machine=f"converted with torch {torch.__version__}",
+        parameters=model.num_parameters(),
+        source=origin,
+        licence=licence_of(src) or "unknown: see the original model's card",
+        conversion_command=command,
+    )
+    write_checkpoint(out, model, card, files, replace, log)
+
+
+def convert_family(family: Family, src: Path, out: Path, command: str = "", origin: str = "", log=print,
+                   replace: bool = False) -> None:
+    """As convert_marian, for a folder of one of the families of transformer/io/converters/."""
+    src, out = Path(src), Path(out)
+    check_replaceable(out, replace, src)
+    if not src.is_dir():
+        raise CheckpointError(f"{src}: no such folder")
+    log(f"reading {src / 'config.json'}")
+    hf = _read_json(src / "config.json", src)
+    if hf.get("model_type") not in family.model_types:
+        raise CheckpointError(f"{src / 'config.json'}: model_type is {hf.get('model_type')!r}, not "
+                              f"{' or '.join(map(repr, family.model_types))}")
+    if hf.get("architectures", [family.architecture]) != [family.architecture]:
+        raise CheckpointError(f"{src / 'config.json'}: architectures is {hf.get('architectures')!r}, not "
+                              f"[{family.architecture!r}]")
+    log("reading the tokenizer")
+    files = {JSON_TOKENIZER_FILE: read_bytes(src / JSON_TOKENIZER_FILE, src, MAX_TOKENIZER_BYTES)}
+    try:
+        tokenizer = JsonTokenizer(src / JSON_TOKENIZER_FILE, files[JSON_TOKENIZER_FILE])
+    except ValueError as error:
+        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {error}") from None
+    config = family.config(hf, tokenizer, src / "config.json")
+    if tokenizer.vocab_size > config.tgt_vocab_size:
+        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, more than config.json's "
+                              f"vocab_size ({config.tgt_vocab_size})")
+    expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
+    log("reading the weights")
+    tensors, weights_path = read_weights(src, expected)
+    state = family.state(config, Tensors(tensors, weights_path, IGNORED_BUFFERS))
+    check_state(state, expected, weights_path)
+    model = build_model(config, {name: tensor.float() for name, tensor in state.items()}, weights_path)
+    origin = origin or str(src.resolve())
+    card = ModelCard(
+        name=out.name, task=family.task,
+        description=f"A pretrained {family.architecture} ({config.stacks}) converted from {origin}: its weights run "
+                    "in this project's own Transformer, checked equal to transformers'.",
+        data=f"As documented by the original model ({origin}).", examples=list(family.examples),
+        machine=f"converted with torch {torch.__version__}", parameters=model.num_parameters(), source=origin,
+        licence=licence_of(src) or "unknown: see the original model's card", conversion_command=command)
+    write_checkpoint(out, model, card, files, replace, log)
+
+
+def converter(kind: str):
+    """The function converting folders of `kind`: Marian's, or a family's from transformer/io/converters/."""
+    if kind == "marian":
+        return convert_marian
+    return lambda *args, **kwargs: convert_family(FAMILIES[kind], *args, **kwargs)
+
+
+def write_checkpoint(out: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes], replace: bool,
+                     log=print) -> None:
+    """Write the converted checkpoint beside `out`, check that it loads, and rename it into place."""
+    with writer_lock(out):
+        check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
+        staging = staging_folder(out, "converting")
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            log(f"writing {out}")
+            write_folder(staging, model, card, files)
+            log("checking that the folder loads")
+            LoadedCheckpoint(staging)
+            commit_checkpoint(staging, out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    log(f"done: {out} ({model.num_parameters():,} parameters)")
+
+
+def write_folder(folder: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes]) -> None:
+    folder.mkdir()
+    model.config.save(folder / CONFIG_FILE)
+    save_weights(model, folder / WEIGHTS_FILE)
+    for file, content in files.items():
+        (folder / file).write_bytes(content)
+    replace(card, weights=weights_entry(model)).save(folder / CARD_FILE)
+
+
+def download(name: str) -> Path:
+    """The files of hub model `name` that conversion reads, fetched with huggingface_hub (imported only here)."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise SystemExit("--from-hub needs huggingface_hub: pip install huggingface_hub") from None
+    try:
+        return Path(snapshot_download(name, allow_patterns=HUB_FILES))
+    except Exception as error:  # offline, an unknown name, a refusal: the hub library's own exception types
+        reason = (str(error).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{name}: could not be downloaded from the Hugging Face hub ({type(error).__name__}"
+                              f"{': ' + reason if reason else ''}). Without a network, copy the model's folder "
+                              "here and convert it as SRC_FOLDER") from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog="python -m transformer.convert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["marian", *FAMILIES], help="the kind of model to convert")
+    parser.add_argument("folders", nargs="+", metavar="SRC_FOLDER OUT_FOLDER",
+                        help="the Hugging Face folder and the checkpoint folder to write (OUT_FOLDER alone with "
+                             "--from-hub)")
+    parser.add_argument("--from-hub", metavar="NAME", help="download NAME (e.g. Helsinki-NLP/opus-mt-en-fr) first")
+    parser.add_argument("--replace", action="store_true",
+                        help="replace the checkpoint already in OUT_FOLDER, whole (without it, one there is refused)")
+    args = parser.parse_args(argv)
+    if len(args.folders) != (1 if args.from_hub else 2):
+        parser.error("give SRC_FOLDER OUT_FOLDER, or --from-hub NAME OUT_FOLDER")
+    command = shlex.join(["python", "-m", "transformer.convert", *argv])
+    try:
+        # The output is checked before anything is downloaded.
+        check_replaceable(Path(args.folders[-1]), args.replace, None if args.from_hub else Path(args.folders[0]))
+        if args.from_hub:
+            print(f"downloading {args.from_hub}")
+            src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"
+        else:
+            src, origin = Path(args.folders[0]), ""
+        converter(args.kind)(src, Path(args.folders[-1]), command, origin, replace=args.replace)
+    except CheckpointError as error:
+        raise SystemExit(f"error: {error}") from None
+

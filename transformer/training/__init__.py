@@ -1,0 +1,1 @@
+"""Training, evaluation and the attribution-faithfulness run. Imports everything below it."""
