@@ -138,6 +138,36 @@ def test_a_link_restores_the_view(app):
     assert json.loads(charts(at)[0].proto.config)["toImageButtonOptions"]["format"] == "svg"
 
 
+# A link's values where each widget's own default differs (text, targets, switches) and its corrupted input.
+LINK_VALUES = dict(text="link7 words", target="7kn", foil="7kx", lecture="1", dark="1", masks="0", stages="1",
+                   values="1", own_scale="1", words="1", corrupt="link8 words")
+
+
+@pytest.mark.parametrize("view", [view.key for view in VIEWS])
+def test_a_browser_that_missed_the_first_run_still_shows_the_links_values(app, view):
+    """A run stopped by a rerun (the browser reporting its size while the first run loads a model) never sends its
+    widgets to the browser; the next run must then send each widget with the session's value. A widget sent with its
+    own default instead shows that default, and the browser's next rerun sends it back: a link's sentence became an
+    empty input ("The input is empty"), its lecture mode was switched off. The rerun is made with no state from the
+    browser for any widget the link sets, as such a browser sends it."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetStates
+
+    at = ok(app(view=view, **LINK_VALUES))
+    unseen = WidgetStates(widgets=[state for state in at._tree.get_widget_states().widgets
+                                   if state.id.rsplit("-", 1)[-1] not in URL_STATE])
+    at._run(unseen)  # AppTest.run() would send the state of every widget it holds
+    ok(at)
+    checked = 0
+    for widget in at.get("text_input") + at.get("toggle"):
+        if widget.key in URL_STATE:
+            checked += 1
+            value = at.session_state[widget.key]
+            assert widget.proto.set_value or value == widget.proto.default, (widget.key, value)
+            assert not widget.proto.set_value or widget.proto.value == value, (widget.key, widget.proto.value, value)
+    assert checked >= 4  # at least the input, the target and foil, lecture mode
+    assert at.text_input(key="text").proto.value == "link7 words"
+
+
 def test_links_and_decks_with_short_attention_names_show_the_same_view(app, monkeypatch, tmp_path):
     """A kind or head by its short name ('decoder.cross', 'decoder.0.cross:1'), from a link or a deck's slide, opens
     what the site's own name opens, and the address bar then holds the own name."""

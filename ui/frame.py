@@ -66,7 +66,7 @@ def draw_frame() -> None:
     headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
     if deck is not None:  # its buttons and title in the top row, its line under it
         presenter.draw_slide(deck, top)
-    top.toggle("Lecture mode", key="lecture", help="Bigger text and figures, fewer controls.")
+    top.toggle("Lecture mode", key="lecture", persist_state="session", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
     notices = st.container()

@@ -98,7 +98,9 @@ def choose_input(examples: list[str], card_beam_size: int) -> tuple[str, int]:
     if len(st.session_state.text) > MAX_INPUT_CHARS:  # Streamlit cuts typed text to max_chars, but not a link's
         st.session_state.text = st.session_state.text[:MAX_INPUT_CHARS]
         st.warning(f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used.")
-    sidebar.text_input("Input", key="text", max_chars=MAX_INPUT_CHARS,
+    # persist_state: a run stopped by a rerun before its messages left never showed the browser this widget; the
+    # next run then sends it with the sentence, not its empty default (which the browser would send back).
+    sidebar.text_input("Input", key="text", max_chars=MAX_INPUT_CHARS, persist_state="session",
                        help="Press Enter to run. Pieces the model does not know are shown as <unk>.")
     if examples:
         sidebar.selectbox("Examples from the model card", examples, index=None, key="example",
@@ -200,7 +202,7 @@ def figure_theme(space: tuple[int, int | None]) -> viz.Theme:
     prepared link shows dark figures whatever theme the room's browser reports. space: the (width, height) the
     figures are laid out for (ui.screen)."""
     width, height = space
-    dark = st.context.theme.type == "dark" or st.sidebar.toggle("Dark figures", key="dark")
+    dark = st.context.theme.type == "dark" or st.sidebar.toggle("Dark figures", key="dark", persist_state="session")
     return viz.Theme(large=st.session_state.lecture, dark=dark, width=width, height=height)
 
 

@@ -31,10 +31,11 @@ def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passe
     for name in ("target", "foil"):
         if len(st.session_state.get(name, "")) > MAX_INPUT_CHARS:  # a link's text is not cut by max_chars
             st.session_state[name] = st.session_state[name][:MAX_INPUT_CHARS]
+    # persist_state: as the input's (ui.sidebar.choose_input), a link's target reaches a browser that missed a run
     target = st.sidebar.text_input("Target (teacher-forced)", key="target", max_chars=MAX_INPUT_CHARS,
-                                   help=TARGET_HELP, placeholder="the model's own output")
-    foil = st.sidebar.text_input("Foil", key="foil", max_chars=MAX_INPUT_CHARS, help=FOIL_HELP,
-                                 disabled=not target.strip(), placeholder="another output to compare")
+                                   persist_state="session", help=TARGET_HELP, placeholder="the model's own output")
+    foil = st.sidebar.text_input("Foil", key="foil", max_chars=MAX_INPUT_CHARS, persist_state="session",
+                                 help=FOIL_HELP, disabled=not target.strip(), placeholder="another output to compare")
     if not target.strip():
         return analysis, None
     if "decoder.cross_attn" not in analysis.kinds:  # a language model's output continues or fills its own input
