@@ -266,6 +266,20 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
     assert view_picker(ok(at)).options == [view.label for view in VIEWS]
 
 
+def test_lecture_mode_edits_the_input_in_place(app):
+    """On a projector the sidebar is folded away: the input box stands beside the view picker, and a student's
+    sentence typed there runs (the output under it follows)."""
+    at = ok(app(text="abc12"))
+    assert [box.key for box in at.sidebar.text_input] == ["text", "target", "foil"]
+    at.toggle(key="lecture").set_value(True).run()
+    assert "text" not in [box.key for box in ok(at).sidebar.text_input]
+    assert [box.key for box in at.main.text_input] == ["text"]
+    before = [text.value for text in at.main.text]
+    at.main.text_input(key="text").input("abc345").run()
+    assert at.query_params["text"] == "abc345"
+    assert [text.value for text in ok(at).main.text] != before  # the output under it is the new sentence's
+
+
 def test_dark_figures_when_the_browser_reports_no_theme(app):
     at = ok(app())
     at.toggle(key="dark").set_value(True).run()
@@ -1048,7 +1062,7 @@ def test_patching_measures_the_first_output_piece_an_edit_changes(app, app_check
     at = ok(app(view="patching", text="abc12"))
     at = ok(at.text_input(key="corrupt").set_value("abd12").run())
     assert at.selectbox(key="patch_position").value == 2  # "c" against "d": where the edit shows in the output
-    assert any(text.value.startswith("log p(c) at output 2:") for text in at.text)
+    assert any(text.value.startswith("log p(c) at output 2:") for text in at.caption)
     at = ok(at.selectbox(key="patch_position").select(4).run())
     assert at.selectbox(key="patch_position").value == 4  # the user's own choice stays until the next edit
     lens = [caption.value for caption in at.caption if caption.value.startswith("Logit lens")]

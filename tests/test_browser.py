@@ -25,6 +25,7 @@ from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
 from deploy.server import ROOT, ServerError, streamlit_server
 from helpers import checkpoints_folder
 from ui.analysis import KIND_LABELS
+from ui.screen import LECTURE_TOP_PX
 from ui.views import VIEWS
 from ui.warnings import worded
 
@@ -183,6 +184,8 @@ def test_a_typed_target_never_appears_under_a_label_naming_the_models_output(ser
 # Inputs of the acceptance (source tokens = pieces + </s>): eng-fra at 8, 24 and 64 tokens (64 = its max_len, so the
 # longest it reads whole), and reverse at 30 characters (31 tokens). Their counts are checked against the tokenizers.
 SHORT = "She is reading a good book."
+THIRTY = ("When the teacher opened the old wooden door, the young students quietly walked into the bright classroom "
+          "and then sat down.")
 MEDIUM = "When the teacher opened the wooden door, the students quietly walked into the bright classroom."
 LONGEST = ("When the teacher opened the old wooden door, the students quietly walked into the bright classroom, and "
            "the children who had waited in the cold garden since the early morning sat down at their small desks to "
@@ -208,7 +211,11 @@ VIEWS_MEASURED = {
 THEN_KINDS = {"attention": ("decoder.cross_attn", "decoder.self_attn"), "headview": ("decoder.cross_attn",)}
 SIDES = {"encoder.self_attn": {"x": "src", "y": "src"},  # key side, query side
          "decoder.cross_attn": {"x": "src", "y": "tgt"}, "decoder.self_attn": {"x": "tgt", "y": "tgt"}}
-LECTURE_TOP_PX = 320  # the figure's top on a 1280 x 720 projector
+LECTURE_FONT_PX = 12  # a projector's smallest token label
+# The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
+# LECTURE_FONT_PX) at up to 30 input pieces; the views of many panels (Stages, Model, Compare, Masks, Heads, Training,
+# Patching) and the head view's two columns may still scroll inside their box there.
+LECTURE_WHOLE_VIEWS = ("attention", "decoding", "attribution", "positional")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
@@ -490,15 +497,25 @@ FIT_JS = """() => [...document.querySelectorAll('.stPlotlyChart .main-svg:first-
       cut.push(`${node.className || node.tagName} ends at ${clip.right.toFixed(0)}`);
   }
   const shown = scroller ? scroller.getBoundingClientRect() : box;
-  return {top: box.top, right: shown.right, bottom: Math.min(box.bottom, shown.bottom), cut,
+  // Its token labels: the smallest as drawn (the SVG may be scaled), and those outside the window.
+  const scale = box.width / svg.width.baseVal.value;
+  const ticks = [...svg.querySelectorAll('g[class*="tick"] text')]
+    .filter(text => text.textContent.length && text.getBoundingClientRect().width > 0);
+  const font = Math.min(...ticks.map(text => parseFloat(getComputedStyle(text).fontSize) * scale));
+  const outside = ticks.map(text => text.getBoundingClientRect()).filter(r => r.top < -0.5 || r.left < -0.5
+    || r.bottom > innerHeight + 0.5 || r.right > innerWidth + 0.5).length;
+  return {top: box.top, right: shown.right, bottom: Math.min(box.bottom, shown.bottom), cut, font, outside,
           scrolls: Boolean(scroller), said: Boolean(scroller) && (scroller.parentElement.parentElement.innerText
                                                                    .includes('scroll'))};
 })"""
 
 
-def fit_problems(name: str, figures: list[dict], window: dict, lecture: bool, figure_first: bool) -> list[str]:
+def fit_problems(name: str, figures: list[dict], window: dict, lecture: bool, figure_first: bool,
+                 whole: bool = False) -> list[str]:
     """What does not fit: a figure past the window's right edge or cut by a clipping ancestor, a scroll box that does
-    not say so; in lecture mode the first figure starting below LECTURE_TOP_PX or ending below the window."""
+    not say so; in lecture mode the first figure starting below LECTURE_TOP_PX or ending below the window. whole (a
+    projector, one of LECTURE_WHOLE_VIEWS): the main figure (the first) in no scroll box, every tick label in the
+    window and at least LECTURE_FONT_PX."""
     problems = []
     for index, figure in enumerate(figures):
         if figure["right"] > window["width"] + 0.5:
@@ -514,6 +531,14 @@ def fit_problems(name: str, figures: list[dict], window: dict, lecture: bool, fi
             problems.append(f"{name}: the first figure starts {figures[0]['top']:.0f} px down")
         elif figures[0]["bottom"] > window["height"] + 0.5:
             problems.append(f"{name}: the first figure ends {figures[0]['bottom']:.0f} px down")
+    if whole and figures:
+        main = figures[0]
+        if main["scrolls"]:
+            problems.append(f"{name}: the main figure scrolls inside a box")
+        if main["outside"]:
+            problems.append(f"{name}: {main['outside']} tick labels of the main figure are outside the window")
+        if main["font"] < LECTURE_FONT_PX - 0.05:
+            problems.append(f"{name}: the main figure's tick labels are {main['font']:.1f} px")
     return problems
 
 
@@ -529,16 +554,19 @@ def fit_pages(browser):
 @pytest.mark.parametrize("screen", ["laptop", "lecture"])
 def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
     """At 1400 x 900, and in lecture mode at 1280 x 720: in every view and sub-mode, on eng-fra at 8, 24 and 64
-    pieces, no figure passes the window's right edge or is cut by a box around it (a figure that cannot be narrower
-    scrolls in a box that says so); in lecture mode the first figure starts within 320 px and ends within the
-    window."""
+    pieces (lecture: 8, 24 and 30), no figure passes the window's right edge or is cut by a box around it (a figure
+    that cannot be narrower scrolls in a box that says so); in lecture mode the first figure starts within
+    LECTURE_TOP_PX and ends within the window, and in LECTURE_WHOLE_VIEWS it is whole: no scroll box, every tick
+    label inside the window and at least 12 px."""
     window = {"laptop": {"width": 1400, "height": 900}, "lecture": {"width": 1280, "height": 720}}[screen]
     page = fit_pages.setdefault(screen, browser.new_page(viewport=window))
     page.set_default_timeout(RUN_S * 1000)
     folder, problems = screenshots(), []
-    texts = {"8": SHORT, "24": MEDIUM, "64": LONGEST}
+    texts = {"8": SHORT, "24": MEDIUM, "30": THIRTY, "64": LONGEST}
     for name, params, lengths, click in FIT_CASES:
         view = params.get("view", name)
+        if screen == "lecture":  # a class's sentences: up to 30 pieces (longer ones scroll, as on the laptop)
+            lengths = ("24", "30") if "24" in lengths else ("8", "24", "30")
         for length in lengths:
             link = {"checkpoint": "eng-fra", "text": texts[length], "view": view, "decoding": "greedy",
                     **{key: value for key, value in params.items() if key != "view"}}
@@ -558,6 +586,7 @@ def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
             case = f"{screen}-{name}-{length}"
             assert not page.locator('[data-testid="stException"]').count(), case
             problems += fit_problems(case, page.evaluate(FIT_JS), window, screen == "lecture",
-                                     view not in NOT_FIGURE_FIRST and not click)
+                                     view not in NOT_FIGURE_FIRST and not click,
+                                     whole=screen == "lecture" and name in LECTURE_WHOLE_VIEWS)
             screenshot(page, folder, f"fit-{case}")
     assert not problems, problems

@@ -260,6 +260,7 @@ def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_c
 
     from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium
     from deploy.server import streamlit_server
+    from ui.screen import LECTURE_ABOVE_TOP_PX
 
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium")
@@ -293,7 +294,8 @@ def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_c
                         if result["shown"]["figure"] > result["shown"]["page"] + 1:
                             problems.append(f"{label} {figure}: {result['shown']['figure']:.0f} px wide on a "
                                             f"{result['shown']['page']:.0f} px page")
-                    if mode == "lecture" and results[0]["top"] > LECTURE_TOP_PX:
+                    top_px = LECTURE_ABOVE_TOP_PX if name == "rotation" else LECTURE_TOP_PX  # Inside: controls above
+                    if mode == "lecture" and results[0]["top"] > top_px:
                         problems.append(f"{label}: the figure starts {results[0]['top']:.0f} px down")
                     if name == "rotation" and "reads key/value head 1, shared with heads 3, 4, 5" not in \
                             page.inner_text("body"):

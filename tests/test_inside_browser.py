@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 from test_browser import (  # noqa: F401
-    LECTURE_TOP_PX,
     MEDIUM,
     MODES,
     RUN_S,
@@ -21,6 +20,7 @@ from test_browser import (  # noqa: F401
 )
 
 from helpers import ROOT
+from ui.screen import LECTURE_ABOVE_TOP_PX
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ def test_every_step_labels_every_token_and_fits(shipped_server, browser, shipped
                         if result["shown"]["figure"] > result["shown"]["page"] + 1:
                             problems.append(f"{label}: {result['shown']['figure']:.0f} px wide on a "
                                             f"{result['shown']['page']:.0f} px page")
-                        if mode == "lecture" and not index and step < 4 and result["top"] > LECTURE_TOP_PX:
+                        if mode == "lecture" and not index and step < 4 and result["top"] > LECTURE_ABOVE_TOP_PX:
                             problems.append(f"{label}: the figure starts {result['top']:.0f} px down")
                     screenshot(page, folder, f"inside-{label}")
         # a target and a foil through the link: the view reads the target, the output compares the foil

@@ -65,7 +65,7 @@ def test_no_figure_lets_tokens_through_as_html(name):
 
 def test_theme_large_doubles_fonts_and_lines():
     small, large = viz.Theme(), viz.Theme(large=True)
-    assert large.font_size == 2 * small.font_size and large.title_size == 2 * small.title_size
+    assert large.font_size == 2 * small.font_size and large.title_size == 1.5 * small.title_size
     assert large.line_width == 2 * small.line_width
     weights = np.eye(2)
     fig_small = viz.head_heatmap(weights, ["a", "b"], ["a", "b"])

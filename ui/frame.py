@@ -4,31 +4,32 @@ from __future__ import annotations
 
 import streamlit as st
 
-from . import passes, screen, state, turns
+from . import passes, screen, state, turns, widgets
 from .deck import presenter, warm
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 from .widgets import folded
 
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
-# fits a 1280 x 720 projector, where the figure must start within the first 320 pixels: little padding above the
-# page (the header bar, its two icons outside the content, lets the page show through and only its buttons take
-# clicks), the view list and the lecture switch drawn at 80 % with the input and output between them, less space
-# between elements, and the rows of controls at 72 % (they are the lecturer's, not the room's) so each keeps to one
-# line. The input, its output and the warnings take two lines each at most and scroll beyond (a 64-token sentence,
-# its translation and three warnings about it would otherwise push the figure down by four more).
+# fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
+# little padding above the page (the header bar, its two icons outside the content, lets the page show through and
+# only its buttons take clicks), the view list and the lecture switch drawn at 80 %, less space between elements, and
+# the controls at 72 % (they are the lecturer's, not the room's). The output takes four lines at most, the warnings
+# two, and scroll beyond (a 64-token translation and three warnings about it would push the controls down).
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
-[data-testid="stMainBlockContainer"] { padding: 0.1rem 3rem 2rem; }
+[data-testid="stMainBlockContainer"] { padding: 0.1rem 1.5rem 2rem; }
 .st-key-view, .st-key-lecture { zoom: 0.8; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.3rem; }
 header[data-testid="stHeader"] { background: transparent; pointer-events: none; }
 header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointer-events: auto; }
 [data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }
 [class*="st-key-controls-"] { zoom: 0.72; column-gap: 0.5rem; }
+[class*="st-key-controls-"] [data-testid="stButtonGroup"],
+[class*="st-key-controls-"] [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
 [data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
 [data-testid="stAlertContainer"] p { font-size: 0.85rem; max-height: 3.2em; overflow-y: auto; }
-.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
+.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 5.2em; overflow-y: auto; }
 </style>"""
 
 
@@ -45,6 +46,19 @@ def draw_page() -> None:
         draw_frame()
 
 
+def regions(beside: bool) -> tuple:
+    """Where the page draws: (the top row: view picker, input, lecture switch; what goes under it: notices, a slide's
+    line; the sidebar's page-wide messages and the output; the view). beside (lecture mode, for most views): a
+    projector's height is the figure's, all but the view stand in a column beside it (screen.STAGE of the width is
+    the view's)."""
+    if beside:
+        side, stage = st.columns([1 - screen.STAGE, screen.STAGE], gap="small")
+        return side, side, side, stage
+    top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
+    rest = st.container()
+    return top, rest, rest, rest
+
+
 def draw_frame() -> None:
     state.restore()
     deck = presenter.follow_deck()
@@ -53,9 +67,10 @@ def draw_frame() -> None:
     st.set_page_config(page_title="Attention Atlas", page_icon="🔭", layout="wide",
                        initial_sidebar_state="collapsed" if lecture else "auto")
     st.sidebar.title("Attention Atlas")
-    # The views and the lecture switch head the page: the content starts right under them, even on a projector.
-    top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
     labels = {view.key: view.label for view in VIEWS}
+    # The view shown decides the layout (View.beside); a newly picked one is in session state when its rerun starts.
+    beside = lecture and getattr(BY_KEY.get(st.session_state.view), "beside", True)
+    top, under, side, stage = regions(beside)
     if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
         key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
                          label_visibility="collapsed", width=260)
@@ -63,24 +78,26 @@ def draw_frame() -> None:
         st.html(PICKER_CSS)
         key = state.draw(top.segmented_control, "View", "view", list(BY_KEY), format_func=labels.get, required=True,
                          label_visibility="collapsed")
-    headline = top.container(key="headline")  # lecture mode: "input → output" beside the picker, figure higher
+    headline = top.container(key="headline")  # lecture mode: the input box and the output, beside the figure
     if deck is not None:  # its buttons and title in the top row, its line under it
-        presenter.draw_slide(deck, top)
+        presenter.draw_slide(deck, top, under)
     top.toggle("Lecture mode", key="lecture", persist_state="session", help="Bigger text and figures, fewer controls.")
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
-    notices = st.container()
-    space = screen.figure_space(lecture)
+    notices = under.container()
+    space = screen.figure_space(lecture, beside)
     try:
-        page = build_page(headline, space)
+        with side:
+            page = build_page(headline, space)
         view = BY_KEY[key]
         if page is not None and view.missing(page):
-            st.info(view.missing(page))
+            stage.info(view.missing(page))
         elif page is not None and (page.analysis is not None or not view.needs_input):
             try:
-                view.render(page)
+                with stage, widgets.controls_beside(side if beside else None):
+                    view.render(page)
             except (passes.OutOfMemory, passes.ServerBusy) as error:  # any pass of the view: a message instead
-                st.error(str(error))
+                stage.error(str(error))
             if not page.lecture:
                 st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
                 if deck is None:

@@ -12,10 +12,17 @@ from __future__ import annotations
 import streamlit as st
 
 # (width, height) before the browser has measured: the content column at 1400 x 900 with the sidebar open, and in
-# lecture mode at 1280 x 720 (sidebar folded, 22 px text).
-DEFAULT_PX = {False: (940, 900), True: (1148, 720)}
+# lecture mode at 1280 x 720 (sidebar folded, 22 px text, 1.5 rem of padding each side).
+DEFAULT_PX = {False: (940, 900), True: (1214, 720)}
 SCROLLBAR_PX = 16  # kept free for the page's own scrollbar
-LECTURE_TOP_PX = 320  # lecture mode: the figure starts within this on a projector; below it, the height left
+# Lecture mode gives a figure the projector's height: the input, the output and the controls stand in a column
+# beside it (ui.frame), the figure in the other, STAGE of the width; it starts within LECTURE_TOP_PX. A view whose
+# figures need the width (View.beside False) has its controls above them instead, its figures starting within
+# LECTURE_ABOVE_TOP_PX.
+STAGE = 0.74
+COLUMN_GAP_PX = 22  # st.columns' small gap, 1 rem of lecture mode's 22 px
+LECTURE_TOP_PX = 40
+LECTURE_ABOVE_TOP_PX = 320
 
 PROBE_JS = """
 export default function(component) {
@@ -62,8 +69,13 @@ def measured(lecture: bool) -> tuple[int, int]:
     return width, height
 
 
-def figure_space(lecture: bool) -> tuple[int, int | None]:
-    """(width, height) a figure may take: the content width less the scrollbar's; in lecture mode the window's
-    height below LECTURE_TOP_PX (elsewhere the page scrolls: no height limit)."""
+def figure_space(lecture: bool, beside: bool = True) -> tuple[int, int | None]:
+    """(width, height) a figure may take: the content width less the scrollbar's; in lecture mode the figures'
+    column (beside) or the whole width, and the window's height below where the figure starts (elsewhere the page
+    scrolls: no height limit)."""
     width, height = measured(lecture)
-    return width - SCROLLBAR_PX, (height - LECTURE_TOP_PX - 8 if lecture else None)
+    if not lecture:
+        return width - SCROLLBAR_PX, None
+    if not beside:
+        return width - SCROLLBAR_PX, height - LECTURE_ABOVE_TOP_PX - 8
+    return int((width - COLUMN_GAP_PX) * STAGE) - SCROLLBAR_PX, height - LECTURE_TOP_PX - 8

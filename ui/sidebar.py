@@ -90,18 +90,22 @@ def choose_checkpoint() -> str | None:
     return name
 
 
-def choose_input(examples: list[str], card_beam_size: int) -> tuple[str, int]:
+def choose_input(examples: list[str], card_beam_size: int, headline) -> tuple[str, int]:
     """The input text (typed, or one of the card's examples) and the beam size (1 = greedy; unless a link says
-    otherwise, as the card's `decoding` says)."""
+    otherwise, as the card's `decoding` says). Lecture mode has the input box in `headline`, beside the view picker:
+    a student's sentence is typed in place, with the sidebar folded away."""
     sidebar = st.sidebar
+    lecture = st.session_state.lecture
     st.session_state.setdefault("text", examples[0] if examples else "")
     if len(st.session_state.text) > MAX_INPUT_CHARS:  # Streamlit cuts typed text to max_chars, but not a link's
         st.session_state.text = st.session_state.text[:MAX_INPUT_CHARS]
         st.warning(f"The input is longer than {MAX_INPUT_CHARS} characters: only the first {MAX_INPUT_CHARS} are used.")
     # persist_state: a run stopped by a rerun before its messages left never showed the browser this widget; the
     # next run then sends it with the sentence, not its empty default (which the browser would send back).
-    sidebar.text_input("Input", key="text", max_chars=MAX_INPUT_CHARS, persist_state="session",
-                       help="Press Enter to run. Pieces the model does not know are shown as <unk>.")
+    (headline if lecture else sidebar).text_input(
+        "Input", key="text", max_chars=MAX_INPUT_CHARS, persist_state="session",
+        label_visibility="collapsed" if lecture else "visible",
+        help="Press Enter to run. Pieces the model does not know are shown as <unk>.")
     if examples:
         sidebar.selectbox("Examples from the model card", examples, index=None, key="example",
                           on_change=use_example, placeholder="Pick an example…")
@@ -133,7 +137,7 @@ def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
 
 def show_output(page: Page, headline) -> None:
     """The output with its warnings, and (outside lecture mode) every piece with its id or probability. In lecture
-    mode input and output are one line of plain text in `headline` (beside the view picker)."""
+    mode the output is plain text in `headline` (beside the view picker), under the input box."""
     analysis = page.analysis
     if page.lecture and analysis.warnings:  # one line, the rest on demand: a projector has no height to spare
         with st.expander(folded(analysis.warnings, "warnings"), icon="⚠️", key="warnings"):
@@ -144,8 +148,7 @@ def show_output(page: Page, headline) -> None:
     how = {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
            "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
         page.config.stacks, page.decoding_name())
-    if page.lecture:  # the sidebar is folded away: what went in and what came out, as plain text (two lines each)
-        headline.text(page.text)
+    if page.lecture:  # the sidebar is folded away: under the input box (choose_input), the output as plain text
         if page.own is None:
             headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
         else:  # never the typed target after an arrow that reads as the model's answer
@@ -214,7 +217,7 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     if name is None:
         return None
     checkpoint = passes.loaded(name).checkpoint
-    text, beam_size = choose_input(checkpoint.card.examples, checkpoint.card.decoding.get("beam_size", 1))
+    text, beam_size = choose_input(checkpoint.card.examples, checkpoint.card.decoding.get("beam_size", 1), headline)
     path, version = passes.checkpoint_path(name), passes.version_of(name)
     try:
         analysis = passes.translate(path, version, text, beam_size)

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,10 +154,34 @@ def produces_caption(figure: Shown) -> None:
         st.caption(viz.PRODUCES_CAPTION)
 
 
+# Lecture mode's column beside the figures (ui.frame): where a view's rows of controls go, for this run only.
+_controls_column: ContextVar = ContextVar("attention_atlas_controls_column", default=None)
+
+
+@contextmanager
+def controls_beside(column) -> Iterator[None]:
+    """While a view draws: its rows of controls (controls()) in `column`, beside its figures; None: above them."""
+    token = _controls_column.set(column)
+    try:
+        yield
+    finally:
+        _controls_column.reset(token)
+
+
 def controls(name: str):
-    """A row of widgets, each as wide as its content, wrapping when the page is narrow (or the fonts large). Its key
-    (controls-name, unique on the page) lets lecture mode's CSS draw it compact, on one row at 1280 pixels."""
-    return st.container(horizontal=True, vertical_alignment="bottom", gap="medium", key=f"controls-{name}")
+    """A row of widgets, each as wide as its content, wrapping when the page is narrow (or the fonts large); in
+    lecture mode, in the column beside the figures (controls_beside), so that a figure has the projector's whole
+    height. Its key (controls-name, unique on the page) lets lecture mode's CSS draw it compact."""
+    column = _controls_column.get()
+    return (column or st).container(horizontal=True, vertical_alignment="bottom", gap="small" if column else "medium",
+                                    key=f"controls-{name}")
+
+
+def aside(text: str, where=None) -> None:
+    """A line (Markdown) about the view's figures that stands before them: under the controls in lecture mode's
+    column beside the figures (controls_beside), so the figure keeps the screen's height; elsewhere in `where` (a
+    container), or where it is called."""
+    (_controls_column.get() or where or st).caption(text)
 
 
 def head_label(layer: int, head: int | None) -> str:

@@ -19,12 +19,16 @@ from .labels import token_axis
 from .theme import Theme
 
 TOKEN_STEP_EM = 1.3  # pixels per token along an axis, in tick-font sizes: one line of text and a gap
+# (columns, rows) apart, in tick-font sizes, tried in turn at each font before a smaller one: labels written upwards
+# need a font size each, rows about the height of a line of text (DejaVu Sans is 1.16 tall; 1.15 is text set solid,
+# the last resort of a projector's 30-piece sentence).
+STEPS_EM = ((TOKEN_STEP_EM, TOKEN_STEP_EM), (1.1, TOKEN_STEP_EM), (1.1, 1.2), (1.1, 1.15))
 LINE_EM = 1.3  # height of a line of text, in font sizes
 COLOUR_BAR_PX = 14  # thickness of a colour bar
 COLOUR_BAR_TICK_CHARS = 5  # widest colour bar tick label we expect, e.g. "−0.25"
 # Plot pixels one figure may use before its tick fonts shrink, (width, height); lecture mode is for a 1280x720
-# projector, so less height, and wider as its fonts are bigger.
-BUDGET_PX = {False: (900, 640), True: (1100, 480)}
+# projector, whose height the figure has to itself (the theme's height binds first), and wider as its fonts are bigger.
+BUDGET_PX = {False: (900, 640), True: (1100, 640)}
 MIN_PANEL_EM = 20  # a panel is never smaller than this many font sizes, so short inputs do not look like stamps
 
 _WIDE, _CAPITAL = set("mwMW@%"), 0.75
@@ -79,10 +83,11 @@ def colour_bar_px(theme: Theme) -> float:
         + LINE_EM * theme.font_size + 10
 
 
-def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float, per_row: int, grid_rows: int, *,
+def _geometry(theme: Theme, row_labels, col_labels, font: int, step_em: tuple[float, float], per_row: int,
+              grid_rows: int, *,
               title, titles, bar_columns, label_every_panel, legend, min_column_px) -> dict:
-    """The pixels of a grid of per_row x grid_rows token panels at tick font `font`, columns column_em fonts apart
-    (or wider: min_column_px, or the smallest panel)."""
+    """The pixels of a grid of per_row x grid_rows token panels at tick font `font`, columns and rows step_em
+    fonts apart (or wider: min_column_px, or the smallest panel)."""
     widest_column = widest_px(col_labels, font)
     panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
     title_band = LINE_EM * theme.title_size + 16 if title else 10
@@ -102,8 +107,9 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, column_em: float,
     # A panel is at least as wide as its title (titles side by side must not touch).
     titled = max((text_px(title.get("text", ""), theme.font_size) + 0.6 * theme.font_size for title in titles or ()),
                  default=0)
+    column_em, row_em = step_em
     column_px = max(column_em * font, min_column_px, max(smallest[0], titled) / max(len(col_labels), 1))
-    row_px = max(TOKEN_STEP_EM * font, smallest[1] / max(len(row_labels), 1))
+    row_px = max(row_em * font, smallest[1] / max(len(row_labels), 1))
     panel_w, panel_h = column_px * len(col_labels), row_px * len(row_labels)
 
     x_angle = 0 if widest_column + 0.6 * font <= column_px else -90
@@ -139,23 +145,23 @@ def _choose(theme: Theme, row_labels, col_labels, rows: int, cols: int, panels: 
     than the height, the smallest font that fits the width; else the narrowest layout (the caller scrolls)."""
     soft_w, soft_h = BUDGET_PX[theme.large]
 
-    def shape(font, column_em, per_row, grid_rows, every):
+    def shape(font, step_em, per_row, grid_rows, every):
         # A colour bar needs a gap of its own only where a panel stands right of its panel.
         gaps = {(panel - 1) % per_row + 1 for panel in bar_panels if panel % per_row and panel < panels}
         last = {per_row} if any(panel % per_row == 0 or panel == panels == per_row for panel in bar_panels) else set()
-        return _geometry(theme, row_labels, col_labels, font, column_em, per_row, grid_rows,
+        return _geometry(theme, row_labels, col_labels, font, step_em, per_row, grid_rows,
                          bar_columns=gaps | last, label_every_panel=every, **options)
 
     if theme.width is None:
         font = token_font(theme, [(len(col_labels), soft_w / cols), (len(row_labels), soft_h / rows)])
-        return shape(font, TOKEN_STEP_EM, cols, rows, label_every_panel), cols, rows, label_every_panel
+        return shape(font, STEPS_EM[0], cols, rows, label_every_panel), cols, rows, label_every_panel
     tried = []
     for per_row in range(cols, 0, -1) if wrap else [cols]:
         grid_rows = math.ceil(panels / per_row) if wrap else rows
         every = label_every_panel or grid_rows > rows  # wrapped: each panel carries its own labels
         for font in range(theme.font_size, theme.min_font_size - 1, -1):
-            for column_em in (TOKEN_STEP_EM, 1.1):
-                entry = (shape(font, column_em, per_row, grid_rows, every), per_row, grid_rows, every)
+            for step_em in STEPS_EM:
+                entry = (shape(font, step_em, per_row, grid_rows, every), per_row, grid_rows, every)
                 tried.append(entry)
                 size = entry[0]
                 if size["width"] <= theme.width and (size["height"] <= theme.height if theme.height is not None

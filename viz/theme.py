@@ -43,6 +43,7 @@ class Theme:
     dark: bool = False
     width: int | None = None
     height: int | None = None
+    smallest_font: int | None = None  # token labels' smallest font, where not the mode's (min_font_size)
 
     @property
     def _scale(self) -> int:
@@ -55,12 +56,14 @@ class Theme:
     @property
     def min_font_size(self) -> int:
         """Token labels shrink from font_size down to this, never below: beyond it the figure wraps, pages or grows.
-        The same in lecture mode: a projector shows 10 px text larger than a laptop does at arm's length."""
-        return 10
+        In lecture mode 12: the back row of a hall reads nothing smaller. smallest_font, where set, instead (the model
+        view's thumbnails: each head opens full size in the Attention view)."""
+        return self.smallest_font or (12 if self.large else 10)
 
     @property
     def title_size(self) -> int:
-        return 16 * self._scale
+        """24 in lecture mode, not 32: a projector's height is the figure's."""
+        return 24 if self.large else 16
 
     @property
     def line_width(self) -> int:

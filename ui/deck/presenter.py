@@ -94,9 +94,9 @@ def show_slide(deck: Deck, name: str, number: int) -> None:
     st.session_state.url_pending |= set(deck.slides[number - 1].state)  # a value the checkpoint lacks gets a notice
 
 
-def draw_slide(deck: Deck, top) -> None:
-    """The slide's buttons, number and title in the page's top row (`top`), its line large under it, its note in the
-    sidebar: on a projector the figure still starts high."""
+def draw_slide(deck: Deck, top, under) -> None:
+    """The slide's buttons, number and title in the page's top row (`top`), its line large under it (`under`), its
+    note in the sidebar: on a projector the figure still starts high."""
     name, number, count = st.session_state.deck, st.session_state.slide, len(deck.slides)
     slide = deck.slides[number - 1]
     st.html(SLIDE_CSS)
@@ -109,7 +109,7 @@ def draw_slide(deck: Deck, top) -> None:
                    help=f"{'Previous' if target < number else 'Next'} slide (key {shortcut})")
     row.container(key="slide-title").text(f"{number} / {count} · {slide.title}")
     if slide.line:
-        st.container(key="slide-line").text(slide.line)
+        under.container(key="slide-line").text(slide.line)
     st.sidebar.subheader(deck.title)
     if slide.note:
         st.sidebar.info(slide.note, icon="🗒️")

@@ -11,7 +11,17 @@ from ui.page import Page
 from ui.shared import once
 from ui.state import FINAL, draw
 from ui.view import View
-from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
+from ui.widgets import (
+    aside,
+    controls,
+    head_label,
+    head_picker,
+    head_title,
+    produces_caption,
+    show_figure,
+    shown,
+    word_switch,
+)
 
 COMPARISONS = {"heads": "two heads", "layers": "two layers", "checkpoints": "two checkpoints",
                "snapshots": "two snapshots"}
@@ -68,7 +78,8 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
                      a: Side) -> tuple[Side, Side] | None:
     """B: the same head of another checkpoint on this very sequence (teacher-forced, so A − B is meaningful)."""
     others = page.comparable_checkpoints()
-    name_b = draw(st.selectbox, "Checkpoint B", "checkpoint_b", others, others[0], persist_state="session")
+    name_b = draw(controls("compare-checkpoint").selectbox, "Checkpoint B", "checkpoint_b", others, others[0],
+                  persist_state="session")
     config = page.config_of(name_b)
     longest = max(len(page.analysis.src_ids), len(page.analysis.tgt_ids))
     if layer >= config.layers_of(kind) or (head is not None and head >= config.num_heads):
@@ -80,8 +91,8 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
                 f"this sequence's {longest}.")
         return None
     b = page.forced(checkpoint=name_b).head(kind, layer, head)
-    st.caption(f"B ({plain(name_b)}) reads the same source and, teacher-forced, the same decoder input as A "
-               f"({plain(page.name)}).")
+    aside(f"B ({plain(name_b)}) reads the same source and, teacher-forced, the same decoder input as A "
+          f"({plain(page.name)}).")
     return (a[0], f"{page.name} {a[1]}"), (b, f"{name_b} {head_label(layer, head)}")
 
 

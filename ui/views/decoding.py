@@ -14,7 +14,7 @@ from ui.page import Page
 from ui.shared import once
 from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
 from ui.view import View
-from ui.widgets import PROBABILITY, controls, show_figure, side_by_side, table_height, word_switch
+from ui.widgets import PROBABILITY, aside, controls, show_figure, side_by_side, table_height, word_switch
 
 TABLE_PX = {False: 300, True: 320}  # width the next pieces' table needs beside the step's figure (key: lecture mode)
 MODES = {"greedy": "Greedy", "sampling": "Sampling", "tree": "Beam tree"}
@@ -133,8 +133,8 @@ def render(page: Page) -> None:
                           label_visibility="collapsed" if page.lecture else "visible")
     words = word_switch(row)
     if mode == "greedy" and page.beam_size > 1:
-        st.caption("Step by step is greedy decoding; the output above comes from beam search and may differ (the "
-                   "beam tree shows how beam search chose it).")
+        aside("Step by step is greedy decoding; the output comes from beam search and may differ (the beam tree "
+              "shows how beam search chose it).")
     # One input, unpadded: cross-attention masks nothing here.
     # The step's query is the decoder input so far: <s> and the pieces of the earlier steps.
     source, rows = list(steps.src_tokens), steps.cross[:, :, step]  # rows: (layers, heads, src_len)

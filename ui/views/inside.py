@@ -171,4 +171,4 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
     st.caption(f"Each row: the {TOP_NEURONS} neurons most active at that token (activation after the non-linearity).")
 
 
-VIEW = View("inside", "Inside a head", render)
+VIEW = View("inside", "Inside a head", render, beside=False)

@@ -8,7 +8,7 @@ from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.shared import once
 from ui.view import View
-from ui.widgets import show_figure
+from ui.widgets import aside, show_figure
 
 MASK_EXPLANATIONS = {
     viz.PADDING: "Padding mask: pad tokens only fill a batch up to its longest sentence, so no query may attend "
@@ -48,7 +48,7 @@ def render(page: Page) -> None:
         q_tokens, k_tokens = analysis.tokens(kind)
         blocked = analysis.blocked(kind)
         if not blocked:
-            figures.markdown(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.")
+            aside(f"**{KIND_LABELS[kind]}-attention**: nothing is masked for this input.", figures)
             continue
         fig = once(viz.mask_figure, blocked, q_tokens, k_tokens, title=f"{KIND_LABELS[kind]}-attention masks",
                    theme=page.theme)

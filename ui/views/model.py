@@ -1,6 +1,7 @@
 """Every layer × head of one kind at once; click a panel (or pick a head below) to open it in the Attention view."""
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 
 import streamlit as st
@@ -44,8 +45,10 @@ def render(page: Page) -> None:
     # Grouped-query attention: every panel names its key/value head ("L2 H5 · kv1").
     per_kv = page.config.num_heads // page.config.kv_heads
     # As many layers and heads as fit the page (and, in lecture mode, the screen's height); the rest page by page.
+    # Panels are thumbnails, their labels as small as a laptop's even on a projector: each opens full size below.
+    theme = dataclasses.replace(page.theme, smallest_font=viz.Theme().min_font_size)
     rows, cols = once(viz.fit_model_view, figure.q_labels, figure.k_labels, layers, heads, title=title,
-                      legend=bool(figure.blocked) and show_masks, heads_per_kv=per_kv, theme=page.theme)
+                      legend=bool(figure.blocked) and show_masks, heads_per_kv=per_kv, theme=theme)
     if per_kv < cols < heads:  # a page holds whole key/value groups: the heads that share one stand together
         cols -= cols % per_kv
     windows = [(layer, head) for layer in range(0, layers, rows) for head in range(0, heads, cols)]
@@ -62,7 +65,7 @@ def render(page: Page) -> None:
         title += f" ({named(first)})"
     stack = figure.weights[first[0]: first[0] + rows, first[1]: first[1] + cols]  # (layers shown, heads shown, ...)
     fig = once(viz.model_view, stack, figure.q_labels, figure.k_labels, blocked=figure.blocked,
-               show_masks=show_masks, title=title, first=tuple(first), heads_per_kv=per_kv, theme=page.theme)
+               show_masks=show_masks, title=title, first=tuple(first), heads_per_kv=per_kv, theme=theme)
     panels = [tuple(trace.meta) if trace.meta is not None else None for trace in fig.data]
     show_figure(page, fig, f"{kind}-all-heads", key=FIGURE_KEY, on_select=partial(open_clicked, panels),
                 selection_mode="points")

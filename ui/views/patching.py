@@ -6,11 +6,12 @@ import numpy as np
 import streamlit as st
 
 import viz
+from ui.literal_text import plain
 from ui.page import Page
 from ui.shared import once
 from ui.state import MAX_INPUT_CHARS, settle
 from ui.view import View
-from ui.widgets import controls, show_figure
+from ui.widgets import aside, controls, show_figure
 
 
 def render(page: Page) -> None:
@@ -42,8 +43,8 @@ def render(page: Page) -> None:
     elif patched.error:
         st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
     else:
-        st.text(f"log p({viz.piece_text(outputs[position])}) at output {position}: clean {patched.clean_log_prob:.3f}, "
-                f"corrupted {patched.corrupted_log_prob:.3f}")
+        aside(f"log p({plain(viz.piece_text(outputs[position]))}) at output {position}: clean "
+              f"{patched.clean_log_prob:.3f}, corrupted {patched.corrupted_log_prob:.3f}")
         fig = once(viz.patching_figure, dict(patched.heads), dict(patched.positions),
                    {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
                    title=f"Patching the clean run into the corrupted one · output {position}",
