@@ -295,7 +295,8 @@ def figure_measures(page, index: int | str) -> dict:
             break
         result = again
     result["top"] = page.evaluate(f"() => {chosen}.getBoundingClientRect().top")
-    # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width.
+    # The figure's width, the part of it its column shows (the rest scrolls sideways) and the page's content width
+    # (lecture mode: the figures' column, .st-key-stage, ui.frame.regions).
     # column: the part shown, in the figure's own pixels (as MEASURE_JS's boxes).
     result["shown"] = page.evaluate(f"""() => {{ const gd = {chosen};
         const column = gd.closest('[class*="st-key-scroll-"], [class*="st-key-overflow-"]').getBoundingClientRect();
@@ -304,7 +305,8 @@ def figure_measures(page, index: int | str) -> dict:
                  column: {{l: column.left - svg.left, r: column.right - svg.left}},
                  page: (main => main.clientWidth - parseFloat(getComputedStyle(main).paddingLeft)
                                 - parseFloat(getComputedStyle(main).paddingRight))(
-                           document.querySelector('[data-testid="stMainBlockContainer"]'))}}; }}""")
+                           gd.closest('.st-key-stage')
+                           || document.querySelector('[data-testid="stMainBlockContainer"]'))}}; }}""")
     return result
 
 

@@ -53,7 +53,7 @@ def regions(beside: bool) -> tuple:
     the view's)."""
     if beside:
         side, stage = st.columns([1 - screen.STAGE, screen.STAGE], gap="small")
-        return side, side, side, stage
+        return side, side, side, stage.container(key="stage")
     top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
     rest = st.container()
     return top, rest, rest, rest
