@@ -483,8 +483,8 @@ FIT_CASES = [
     ("attribution-every-piece", {"view": "attribution"}, ("8", "64"), "Every output piece by every method"),
     ("patching", {"corrupt": "EDITED"}, ("24", "64"), None),
 ]
-# Views whose first element under the controls is a figure (Heads opens on its table, Ablation on its outputs).
-NOT_FIGURE_FIRST = ("heads", "ablation")
+# Views whose first element under the controls is not a figure (Ablation opens on its outputs).
+NOT_FIGURE_FIRST = ("ablation",)
 # Each Plotly figure's box, whether it stands in a box that says it scrolls (show_figure's overflow- boxes), and any
 # clipping ancestor it passes (overflow other than visible), in the window's pixels.
 FIT_JS = """() => [...document.querySelectorAll('.stPlotlyChart .main-svg:first-of-type')].map(svg => {

@@ -20,22 +20,26 @@ def render(page: Page) -> None:
     # The role first after the head's name (the caption explains it, and the numbers may run past the right edge);
     # no column at all where no head has one, so that every number fits.
     leading = ["kind", "layer", "head"] + (["role"] if statistics["role"].astype(bool).any() else [])
-    st.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
-                 column_order=leading + [name for name in statistics.columns if name not in leading + ["role"]],
-                 column_config={"role": st.column_config.TextColumn(width="medium"),  # "previous-token" whole
-                                **{name: st.column_config.NumberColumn(format="%.3f")
-                                   for name in statistics.select_dtypes("float").columns}})
-    st.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: the "
-               "first rule a head passes: " + "; ".join(f"{role}: {column} > {limit}"
-                                                         for role, column, limit in viz.ROLE_RULES) + ".")
+    # On a projector the scatter of every head comes first (in the screen's height), the table under it.
+    first, second = st.container(), st.container()
+    table, scatter = (second, first) if page.lecture else (first, second)
+    table.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
+                    column_order=leading + [name for name in statistics.columns if name not in leading + ["role"]],
+                    column_config={"role": st.column_config.TextColumn(width="medium"),  # "previous-token" whole
+                                   **{name: st.column_config.NumberColumn(format="%.3f")
+                                      for name in statistics.select_dtypes("float").columns}})
+    table.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: the "
+                  "first rule a head passes: " + "; ".join(f"{role}: {column} > {limit}"
+                                                            for role, column, limit in viz.ROLE_RULES) + ".")
     numeric = list(statistics.select_dtypes("number").columns.drop(["layer", "head"]))
     x, y = settle("stat_x", numeric), settle("stat_y", numeric)
-    if not page.lecture:
-        columns = st.columns(2)
-        x = columns[0].selectbox("x", numeric, key="stat_x", persist_state="session")
-        y = columns[1].selectbox("y", numeric, key="stat_y", persist_state="session")
-    show_figure(page, once(viz.statistics_scatter, statistics, x, y, theme=page.theme), "head-statistics")
-    st.caption(viz.SCATTER_CAPTION)
+    with scatter:
+        if not page.lecture:
+            columns = st.columns(2)
+            x = columns[0].selectbox("x", numeric, key="stat_x", persist_state="session")
+            y = columns[1].selectbox("y", numeric, key="stat_y", persist_state="session")
+        show_figure(page, once(viz.statistics_scatter, statistics, x, y, theme=page.theme), "head-statistics")
+        st.caption(viz.SCATTER_CAPTION)
     if len(page.kinds) == 1:  # decoder-only or encoder-only
         one_stack_rollout(page)
     else:
