@@ -383,7 +383,7 @@ def test_every_token_is_labelled_at_every_length(shipped_server, browser, shippe
     tokens (each word, with words=1) and each decoder row ("<s> → ·Elle") once on each axis that shows them (cross
     and decoder self, decoding's growing grid), without colliding labels or text on text; the model view's outer
     axes carry every token and the head it opens does too; the head view's two columns list every token apart,
-    inside the figure and the page's column; in lecture mode each view's figure starts within the first 320 px."""
+    inside the figure and the page's column; in lecture mode each view's figure starts within LECTURE_TOP_PX."""
     folder = screenshots()
     viewport, mode_params = MODES[mode]
     problems = []

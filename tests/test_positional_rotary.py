@@ -195,7 +195,7 @@ def test_a_model_without_rotary_positions_offers_no_rotary_plot(app):
 @pytest.mark.slow  # a server and a browser
 def test_the_rotary_plots_fit_a_laptop_and_a_projector(app_checkpoints, tmp_path):
     """At 1400 x 1000, and 1280 x 720 in lecture mode: each rotary plot and the rotation's heatmap draw without an
-    error, no figure passes the window's edge or is cut, and in lecture mode the figure starts within 320 px.
+    error, no figure passes the window's edge or is cut, and in lecture mode the figure starts within LECTURE_TOP_PX.
     Screenshots in tmp_path, and in $ATLAS_SCREENSHOTS when it is set."""
     from test_browser import CHROMIUM, FIT_JS, MODES, fit_problems
 
