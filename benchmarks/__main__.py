@@ -105,8 +105,10 @@ def smoke_checkpoint(workdir: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny random model, tiny sizes, one repeat")
-    parser.add_argument("--checkpoint", type=Path, help="checkpoint folder to measure (default: checkpoints/eng-fra; "
-                                                        "with --smoke, a tiny random one)")
+    parser.add_argument("--checkpoint", type=Path, nargs="+",
+                        help="checkpoint folder(s) to measure (default: checkpoints/eng-fra; with --smoke, a tiny "
+                             "random one); several are measured one after another in this run, each row named by its "
+                             "folder (new weights beside the old)")
     parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results.json", help="where to write rows")
     parser.add_argument("--only", nargs="+", choices=FIGURES, metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
     parser.add_argument("--threads", type=int, default=1,
@@ -120,29 +122,37 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="atlas-benchmarks-") as scratch:
         workdir = Path(scratch)
-        checkpoint = args.checkpoint or (smoke_checkpoint(workdir) if args.smoke else ROOT / "checkpoints" / "eng-fra")
-        try:
-            load_checkpoint(checkpoint)
-        except CheckpointError as error:
-            parser.error(f"cannot measure {checkpoint}: {error} (still training? pass --checkpoint)")
-        setup = Setup(checkpoint.resolve(), workdir, args.smoke)
-        for name in args.only or FIGURES:
-            print(f"[{time.perf_counter() - start:5.0f} s] {name}", file=sys.stderr, flush=True)
+        checkpoints = args.checkpoint or [smoke_checkpoint(workdir) if args.smoke else
+                                          ROOT / "checkpoints" / "eng-fra"]
+        for checkpoint in checkpoints:
             try:
-                rows += FIGURES[name](setup)
-            except Exception as error:  # one broken figure must not hide the others
-                traceback.print_exc()
-                first_line = (str(error).splitlines() or [""])[0]
-                rows.append({"figure": name, "case": f"failed: {type(error).__name__}: {first_line}", "value": None,
-                             "unit": "", "target": "", "met": None, "error": True})
+                load_checkpoint(checkpoint)
+            except CheckpointError as error:
+                parser.error(f"cannot measure {checkpoint}: {error} (still training? pass --checkpoint)")
+        for checkpoint in checkpoints:
+            setup = Setup(checkpoint.resolve(), workdir, args.smoke)
+            for name in args.only or FIGURES:
+                print(f"[{time.perf_counter() - start:5.0f} s] {name}", file=sys.stderr, flush=True)
+                try:
+                    measured = FIGURES[name](setup)
+                except Exception as error:  # one broken figure must not hide the others
+                    traceback.print_exc()
+                    first_line = (str(error).splitlines() or [""])[0]
+                    measured = [{"figure": name, "case": f"failed: {type(error).__name__}: {first_line}",
+                                 "value": None, "unit": "", "target": "", "met": None, "error": True}]
+                if len(checkpoints) > 1:  # the rows of several checkpoints say whose they are
+                    measured = [{**row, **{key: f"{checkpoint}: {row[key]}" for key in ("case", "series")
+                                           if key in row}} for row in measured]
+                rows += measured
     seconds = time.perf_counter() - start
     # Relative to the repository: the file is committed, and the machine's own folders mean nothing elsewhere.
-    report = {"machine": started_on, "checkpoint": os.path.relpath(checkpoint.resolve(), ROOT.resolve()),
+    report = {"machine": started_on,
+              "checkpoint": ", ".join(os.path.relpath(folder.resolve(), ROOT.resolve()) for folder in checkpoints),
               "smoke": args.smoke, "seconds": seconds,
               "rows": rows}
     args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     missed = [row for row in rows if row["met"] is False]
-    print(f"Measured on {started_on}; `{checkpoint.name}`; {seconds:.0f} s in all.\n")
+    print(f"Measured on {started_on}; {', '.join(f'`{folder}`' for folder in checkpoints)}; {seconds:.0f} s in all.\n")
     print(markdown(rows) + "\n\n" + scaling(rows) + "\n")
     print(f"{sum(row['met'] is True for row in rows)} targets met, {len(missed)} missed"
           + "".join(f"\n- missed: {row['figure']}, {row['case']}: {value_text(row)} (target {row['target']})"

@@ -759,10 +759,10 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "head": "2", "average": "1", "masks": "0", "stages": "1", "values": "1", "own_scale": "1",
             "decoding": "beam", "beam": "3", "pad_src": "2", "pad_tgt": "1", "lecture": "1", "dark": "1",
             "image": "svg", "step": "1", "step_mode": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9",
-            "seed": "3", "tree_beam": "3", "node": "1", "compare": "snapshots", "layer_b": "0", "head_b": "3",
-            "checkpoint_b": LOADABLE[0], "snapshot_a": snapshots[0], "snapshot_b": snapshots[-1],
-            "snapshot": snapshots[0], "ablate": "decoder.layers.0.cross_attn:1,encoder.layers.0.self_attn:3",
-            "ablation_mode": "mean",
+            "seed": "3", "tree_beam": "3", "node": "1", "panel": "1", "compare": "snapshots", "layer_b": "0",
+            "head_b": "3", "checkpoint_b": LOADABLE[0], "text_b": "link9", "snapshot_a": snapshots[0],
+            "snapshot_b": snapshots[-1], "snapshot": snapshots[0],
+            "ablate": "decoder.layers.0.cross_attn:1,encoder.layers.0.self_attn:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
             "patch_position": "1", "corpus_stat": "eos_share", "query": "1", "inside_step": "2", "neuron": "3",
@@ -880,6 +880,23 @@ def test_compare_draws_a_minus_b_of_two_heads(app, app_checkpoints):
     np.testing.assert_allclose(b, stack[0, 2], atol=1e-6)
     np.testing.assert_allclose(difference, a - b, atol=1e-6)
     assert np.abs(difference).max() > 1e-3  # not A against A
+
+
+def test_lecture_mode_shows_the_panels_of_compare_and_stages_one_at_a_time(app, app_checkpoints):
+    """On a projector three panels cannot keep readable labels side by side: one at a time, picked beside it."""
+    at = ok(app(view="compare", compare="heads", text="cmp42", kind="encoder.self_attn", head="0", layer_b="0",
+                head_b="2", lecture="1"))
+    record = transformer.load_checkpoint(app_checkpoints / LOADABLE[0]).translate("cmp42").attention
+    stack = record.stack("encoder.self_attn").numpy()
+    (difference,) = panels(at)  # A − B first: the point of comparing
+    np.testing.assert_allclose(difference, stack[0, 0] - stack[0, 2], atol=1e-6)
+    at.segmented_control(key="panel").set_value(1).run()
+    (b,) = panels(ok(at))
+    np.testing.assert_allclose(b, stack[0, 2], atol=1e-6)
+    assert at.query_params["panel"] == "1"
+    at = ok(app(view="attention", stages="1", text="cmp42", kind="encoder.self_attn", head="0", lecture="1"))
+    (raw,) = panels(at)  # the first stage first: the scores before the mask and the softmax
+    np.testing.assert_allclose(raw, record.scores("encoder.layers.0.self_attn")[0, 0].numpy(), atol=1e-5)
 
 
 def test_compare_draws_a_minus_b_of_two_layers(app, reverse_checkpoints, monkeypatch):

@@ -81,3 +81,17 @@ def test_the_smollm_rows_measure_smollm2_135m_shape_against_the_issues_targets()
     assert (smollm.PROMPT_TOKENS, smollm.ENTER_AT_MOST, smollm.MODEL_VIEW_AT_MOST, smollm.CAPTURE_AT_MOST,
             smollm.SERVER_AT_MOST_MB) == (64, 1.5, 2.0, 1.15, 2048)
     assert smollm.SMOKE.stacks == "decoder-only" and smollm.SMOKE.feed_forward == "gated"
+
+
+@pytest.mark.slow
+def test_several_checkpoints_are_measured_in_one_run_each_row_named_by_its_folder(tmp_path):
+    """New weights beside the old: --checkpoint A B measures both, one after the other, in one run."""
+    results = tmp_path / "results.json"
+    folders = ["checkpoints/reverse", "checkpoints/reverse-1layer"]
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--only", "capture", "--checkpoint", *folders,
+                           "--json", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=SMOKE_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(results.read_text())
+    by_folder = [[row for row in report["rows"] if row["case"].startswith(f"{folder}: ")] for folder in folders]
+    assert by_folder[0] and len(by_folder[0]) == len(by_folder[1]) and sum(map(len, by_folder)) == len(report["rows"])
+    assert report["checkpoint"] == ", ".join(folders) and all(f"`{folder}`" in done.stdout for folder in folders)

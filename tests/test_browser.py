@@ -213,9 +213,11 @@ SIDES = {"encoder.self_attn": {"x": "src", "y": "src"},  # key side, query side
          "decoder.cross_attn": {"x": "src", "y": "tgt"}, "decoder.self_attn": {"x": "tgt", "y": "tgt"}}
 LECTURE_FONT_PX = 12  # a projector's smallest token label
 # The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
-# LECTURE_FONT_PX) at up to 30 input pieces; the views of many panels (Stages, Model, Compare, Masks, Heads, Training,
-# Patching) and the head view's two columns may still scroll inside their box there.
-LECTURE_WHOLE_VIEWS = ("attention", "decoding", "attribution", "positional")
+# LECTURE_FONT_PX) at up to 30 input pieces: Stages and Compare show their panels one at a time there (panel_picker).
+# The other views of many panels (Model, Masks, Heads, Training, Patching) and the head view's two columns may still
+# scroll inside their box.
+LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
+                       "compare-inputs", "decoding", "attribution", "positional")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
@@ -472,6 +474,7 @@ FIT_CASES = [
     ("compare-heads", {"view": "compare", "compare": "heads"}, ("24", "64"), None),
     ("compare-layers", {"view": "compare", "compare": "layers"}, ("8", "64"), None),
     ("compare-snapshots", {"view": "compare", "compare": "snapshots"}, ("24", "64"), None),
+    ("compare-inputs", {"view": "compare", "compare": "inputs", "text_b": "EDITED"}, ("24", "64"), None),
     ("decoding", {"step": "3"}, ("8", "64"), None),
     ("masks", {}, ("24", "64"), None),
     ("masks-padding", {"view": "masks", "pad_src": "4", "pad_tgt": "3"}, ("8", "64"), None),
@@ -572,8 +575,9 @@ def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
         for length in lengths:
             link = {"checkpoint": "eng-fra", "text": texts[length], "view": view, "decoding": "greedy",
                     **{key: value for key, value in params.items() if key != "view"}}
-            if link.get("corrupt") == "EDITED":  # one word changed: as many pieces as the input
-                link["corrupt"] = texts[length].replace("the", "a", 1).replace("She", "He", 1)
+            for edited in ("corrupt", "text_b"):  # one word changed: as many pieces as the input
+                if link.get(edited) == "EDITED":
+                    link[edited] = texts[length].replace("the", "a", 1).replace("She", "He", 1)
             if screen == "lecture":
                 link["lecture"] = "1"
             page.goto(shipped_server + "?" + urllib.parse.urlencode(link))

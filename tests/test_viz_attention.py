@@ -147,6 +147,26 @@ def test_compare_shows_both_heads_and_their_difference_on_a_centred_scale():
                                                         "L0 H1 − &lt;i&gt;L2&lt;/i&gt;"]
 
 
+def test_one_panel_of_a_row_is_drawn_alone_with_its_own_title_colour_bar_and_legend():
+    """Lecture mode's panel picker: A − B alone keeps its diverging scale and bar; the softmax stage alone its 0-1
+    bar and the masks' legend; either as wide as a lone heatmap, not a third of a row."""
+    a, b = _weights(), np.roll(_weights(), 1, axis=1)
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True)
+    theme = viz.Theme(large=True, width=900, height=600)
+    difference = viz.compare_figure(a, b, TOKENS, TOKENS, "A", "B", blocked=blocked, only=2, theme=theme)
+    (heatmap,) = [trace for trace in difference.data if trace.type == "heatmap" and trace.coloraxis]
+    np.testing.assert_allclose(heatmap.z, a - b)
+    assert heatmap.coloraxis == "coloraxis2" and difference.layout.coloraxis2.cmin == -np.abs(a - b).max()
+    assert not difference.layout.annotations and difference.layout.title.text == "A − B"
+    assert difference.layout.coloraxis2.colorbar.x > difference.layout.xaxis.domain[1]
+    assert "xaxis2" not in difference.layout.to_plotly_json()  # one panel, not a row with two empty
+    weights = viz.stages_figure(np.zeros((N, N)), blocked, a, TOKENS, TOKENS, only=2, theme=theme)
+    assert [trace.name for trace in weights.data if trace.type == "heatmap" and trace.coloraxis] == ["weight"]
+    assert any(trace.showlegend for trace in weights.data)  # the masks' legend, which the row gives panel 2
+    whole = viz.compare_figure(a, b, TOKENS, TOKENS, "A", "B", blocked=blocked, theme=theme)
+    assert difference.layout.width < whole.layout.width
+
+
 def test_compare_refuses_heads_of_different_shapes():
     with pytest.raises(ValueError, match=r"different shapes: A is \(5, 5\), B is \(5, 4\)"):
         viz.compare_figure(np.zeros((5, 5)), np.zeros((5, 4)), TOKENS, TOKENS)
@@ -175,6 +195,12 @@ def test_mask_figure_shows_each_reason_then_all():
     np.testing.assert_array_equal(combined.z, (blocked["padding"] | blocked["causal"]).astype(float))
     overlays = [t.name for t in fig.data if t.name != "blocked"]
     assert overlays == ["padding", "causal", "padding", "causal"]
+
+
+def test_mask_figure_draws_a_single_reason_once():
+    fig = viz.mask_figure(viz.mask_reasons(N, N, causal=True), TOKENS, TOKENS)
+    assert [a.text for a in fig.layout.annotations] == ["causal"]
+    assert [t.name for t in fig.data if t.name != "blocked"] == ["causal"]
 
 
 def test_mask_figure_all_reasons_leaves_padded_queries_unshaded():

@@ -124,3 +124,29 @@ def test_head_view_lists_every_token_without_collisions(page):
     for column in columns:
         column.sort()
         assert all(below[0] >= above[1] - 0.5 for above, below in zip(column, column[1:]))
+
+
+def test_a_figure_saved_as_html_hovers_with_no_request_leaving_the_file(page, tmp_path):
+    """viz.to_html_bytes: the file alone draws the figure and answers hover, every request but its own refused."""
+    labels = tokens(8)
+    fig = viz.head_heatmap(np.eye(8), labels, labels, title="saved head")
+    saved = tmp_path / "head.html"
+    saved.write_bytes(viz.to_html_bytes(fig, "head"))
+    requests = []
+
+    def only_the_file(route):
+        requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith("file:") else route.abort()
+
+    page.route("**/*", only_the_file)
+    try:
+        page.goto(saved.as_uri())
+        page.wait_for_selector(".heatmaplayer", timeout=30_000)
+        assert page.locator(".xtick text").count() == 8
+        box = page.locator(".nsewdrag").first.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 16, box["y"] + box["height"] / 16)  # the first cell
+        page.wait_for_selector(".hovertext", timeout=10_000)
+        assert "weight: 1" in page.locator(".hovertext").first.text_content()
+    finally:
+        page.unroute("**/*")
+    assert [url for url in requests if not url.startswith("file:")] == []

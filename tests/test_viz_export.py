@@ -56,3 +56,11 @@ def test_parquet_round_trip_is_exact():
 def test_tidy_frame_refuses_stacks_that_do_not_match_their_tokens():
     with pytest.raises(ValueError, match="encoder self"):
         viz.tidy_frame({"encoder self": np.ones((1, 1, 3, 3))}, {"encoder self": ["a"]}, {"encoder self": ["a"]})
+
+
+def test_a_figure_as_html_carries_plotly_and_asks_for_no_other_file():
+    fig = viz.head_heatmap(np.eye(3), ["<s>", "▁chat", "</s>"], ["<s>", "▁chat", "</s>"], title="one head")
+    page = viz.to_html_bytes(fig, "one-head").decode("utf-8")
+    assert page.lower().startswith("<!doctype html>") and "one head" in page and "\\u00b7chat" in page  # "·chat"
+    assert "<script src=" not in page and "<link" not in page  # Plotly's JavaScript inlined, no CDN, no font
+    assert page.count("Plotly.newPlot") == 1 and "one-head" in page  # the camera's file name

@@ -45,6 +45,12 @@ class Page:
         """How the sidebar's output was decoded ("greedy", or beam search with its width and penalties)."""
         return decoding_text(self.beam_size, self.card.decoding)
 
+    def output_how(self) -> str:
+        """How the model made its output: the decoding of a translation, or what a language or masked model does."""
+        return {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
+                "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
+            self.config.stacks, self.decoding_name())
+
     def decoder_reads(self) -> str:
         """What the decoder reads in every view, teacher-forced: the model's own output, or a target typed instead."""
         return "the typed target" if self.target is not None else "the final model's output"
@@ -89,6 +95,14 @@ class Page:
                          (passes.checkpoint_path(checkpoint), passes.version_of(checkpoint)))
         return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
                                      ablated, mode)
+
+    def input_translation(self, text: str) -> Analysis:
+        """`text` translated as the sidebar's input is (its decoding, no target, no padding): a minimal pair's side."""
+        return passes.translate(self.path, self.version, text, self.beam_size)
+
+    def probabilities_after(self, src_ids: tuple, tgt_ids: tuple, labels: tuple) -> tuple[float, ...]:
+        """The probability of each of `labels` at its position, with `tgt_ids` teacher-forced after `src_ids`."""
+        return passes.teacher_forced(self.path, self.version, FINAL, src_ids, tgt_ids, tuple(labels)).label_probs
 
     def source_ids(self) -> tuple[int, ...]:
         return tuple(i for i in self.analysis.src_ids if i != self.analysis.pad_id)

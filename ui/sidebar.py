@@ -14,7 +14,7 @@ from .page import Page
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
 from .warnings import AROUND
-from .widgets import EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, folded, model_output, pieces_shown
+from .widgets import CAMERA, EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, folded, model_output, pieces_shown
 
 
 def use_card_defaults() -> None:
@@ -145,9 +145,7 @@ def show_output(page: Page, headline) -> None:
     else:
         for warning in analysis.warnings:
             st.warning(warning, icon="⚠️")
-    how = {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
-           "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
-        page.config.stacks, page.decoding_name())
+    how = page.output_how()
     if page.lecture:  # the sidebar is folded away: under the input box (choose_input), the output as plain text
         if page.own is None:
             headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
@@ -229,10 +227,12 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
         own = analysis
         analysis, forced = target.choose(path, version, analysis)
         analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
-    image_format = settle("image", ("png", "svg"))
+    image_format = settle("image", tuple(CAMERA))
     if not st.session_state.lecture:
-        st.sidebar.segmented_control("Figure download format", ("png", "svg"), key="image", required=True,
-                                     help="What the camera button in each figure's toolbar saves.")
+        st.sidebar.segmented_control("Figure download format", tuple(CAMERA), key="image", required=True,
+                                     help="What the camera button in each figure's toolbar saves; html: a button "
+                                          "under each figure saves it as one interactive HTML file that works "
+                                          "offline (hover and zoom as here).")
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
                 theme=figure_theme(space), lecture=st.session_state.lecture, image_format=image_format,

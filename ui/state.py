@@ -41,7 +41,8 @@ def items(text: str) -> list[str]:
 
 
 def typed_text(text: str) -> str:
-    """A second input from a link (the corrupted sentence), cut as its text box cuts what is typed."""
+    """A second input from a link (the corrupted sentence, a minimal pair's input B), cut as its text box cuts what
+    is typed."""
     return text[:MAX_INPUT_CHARS]
 
 
@@ -96,10 +97,12 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "seed": (int, 0),
     "tree_beam": (int, None),
     "node": (int, None),
+    "panel": (int, None),  # lecture mode: the one panel of a row shown (Stages, Compare); None: the view's own
     "compare": (str, "heads"),
     "layer_b": (int, None),
     "head_b": (int, None),
     "checkpoint_b": (str, None),
+    "text_b": (typed_text, None),  # compare=inputs: the second input (None: the input itself, to edit)
     "snapshot_a": (str, None),
     "snapshot_b": (str, FINAL),
     "snapshot": (str, FINAL),

@@ -61,6 +61,10 @@ SCROLL_CSS = """.st-key-{box} {{ overflow: {overflow}; max-height: {height}; }}
 .st-key-{box}::-webkit-scrollbar-track {{ background: rgba(128, 128, 128, 0.15); }}"""
 
 
+# What the toolbar's camera saves for each download format: html adds a button under each figure (show_figure).
+CAMERA = {"png": "png", "svg": "svg", "html": "png"}
+
+
 def show_figure(page: Page, fig, name: str, theme: viz.Theme | None = None, **kwargs):
     """Every figure with the export toolbar; theme=None, as viz.Theme already styles it for light or dark.
 
@@ -87,8 +91,13 @@ def show_figure(page: Page, fig, name: str, theme: viz.Theme | None = None, **kw
                                               height=f"{theme.height}px" if tall else "none")
                 + f" .st-key-wide-{box} {{ min-width: {width}px; }}</style>")
     with st.container(key=scroll), st.container(key=f"wide-{box}"):
-        chart = st.plotly_chart(fig, theme=None, config=viz.toolbar_config(page.image_format, f"{page.name}-{name}"),
+        chart = st.plotly_chart(fig, theme=None, config=viz.toolbar_config(CAMERA[page.image_format],
+                                                                           f"{page.name}-{name}"),
                                 key=key, width=width or "stretch", **kwargs)
+    if page.image_format == "html" and not page.lecture:  # built on the click (4 MB of Plotly in each file)
+        st.download_button("Download interactive (HTML)", lambda: viz.to_html_bytes(fig, f"{page.name}-{name}"),
+                           file_name=f"{page.name}-{name}.html", mime="text/html", key=f"html-{key}",
+                           on_click="ignore", icon=":material/download:", type="tertiary")
     if page.lecture and (wide or tall):  # under it: above, it would push the figure down the screen
         st.caption(f"{'↔' if wide else ''}{'↕' if tall else ''} More of this figure than the screen holds: "
                    "scroll inside it.")
@@ -182,6 +191,16 @@ def aside(text: str, where=None) -> None:
     column beside the figures (controls_beside), so the figure keeps the screen's height; elsewhere in `where` (a
     container), or where it is called."""
     (_controls_column.get() or where or st).caption(text)
+
+
+def panel_picker(page: Page, names: list[str], default: int) -> int | None:
+    """In lecture mode, the one panel of a figure's row to show (?panel=N), picked by a row of buttons beside the
+    figure: three 30-piece panels side by side cannot keep 12 px labels on a 1280 x 720 projector, one can. None
+    outside lecture mode: every panel, side by side."""
+    if not page.lecture:
+        return None
+    return draw(controls("panel").segmented_control, "Panel", "panel", range(len(names)), default, required=True,
+                format_func=names.__getitem__, label_visibility="collapsed", persist_state="session")
 
 
 def head_label(layer: int, head: int | None) -> str:

@@ -16,7 +16,7 @@ from .attention import (
 from .attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
 from .beam_tree import beam_tree_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, SLIDING_WINDOW, model_mask
-from .export import tidy_frame, to_csv_bytes, to_parquet_bytes, toolbar_config
+from .export import tidy_frame, to_csv_bytes, to_html_bytes, to_parquet_bytes, toolbar_config
 from .grid import fit_model_view, model_view
 from .head_view import head_view
 from .labels import piece_text, safe_label
@@ -53,6 +53,6 @@ __all__ = [
     "rotary_score_figure",
     "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
-    "tidy_frame", "to_csv_bytes", "to_parquet_bytes",
+    "tidy_frame", "to_csv_bytes", "to_parquet_bytes", "to_html_bytes",
     "attribution_figure", "token_attribution_figure", "patching_figure", "logit_lens_figure",
 ]

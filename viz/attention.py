@@ -68,8 +68,10 @@ def value_font(column_px: float, row_px: float, largest: int, theme: Theme) -> i
 
 
 def stages_figure(scores: ArrayLike, blocked: Blocked | None, weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens,
-                  *, show_masks: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
-    """One head in three stages side by side: raw scores, masked scores, softmax weights.
+                  *, show_masks: bool = True, title: str = "", only: int | None = None,
+                  theme: Theme = Theme()) -> go.Figure:
+    """One head in three stages side by side: raw scores, masked scores, softmax weights (only: that stage alone,
+    0-2, as panels_figure draws one panel).
 
     Masked scores are the raw scores with the cells the model masks left blank: they are -inf before the softmax,
     so they get weight 0. Cells of informational reasons ("padded query") keep their scores, as in the model.
@@ -86,13 +88,15 @@ def stages_figure(scores: ArrayLike, blocked: Blocked | None, weights: ArrayLike
         q_tokens, k_tokens, titles=["raw scores", "masked scores (blank = −∞)", "softmax weights"],
         colour_axes=[colour_axis("coloraxis", theme.sequential, *value_range(scores, False), "score"),
                      colour_axis("coloraxis2", theme.sequential, 0.0, 1.0, "weight")],
-        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, theme=theme)
+        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, only=only, theme=theme)
 
 
 def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, label_a: str = "A",
                    label_b: str = "B", *, blocked: Blocked | None = None, show_masks: bool = True,
-                   fixed_scale: bool = True, title: str = "", theme: Theme = Theme()) -> go.Figure:
-    """Two heads of the same shape side by side, then A − B on a blue-white-red scale centred at 0 (red: A larger).
+                   fixed_scale: bool = True, title: str = "", only: int | None = None,
+                   theme: Theme = Theme()) -> go.Figure:
+    """Two heads of the same shape side by side, then A − B on a blue-white-red scale centred at 0 (red: A larger);
+    only: that panel alone (0: A, 1: B, 2: A − B), as panels_figure draws one panel.
 
     Raises ValueError when the shapes differ.
     """
@@ -109,7 +113,7 @@ def compare_figure(a: ArrayLike, b: ArrayLike, q_tokens: Tokens, k_tokens: Token
         q_tokens, k_tokens, titles=[label_a, label_b, f"{label_a} − {label_b}"],
         colour_axes=[colour_axis("coloraxis", theme.sequential, *value_range(np.stack([a, b]), fixed_scale), "weight"),
                      colour_axis("coloraxis2", DIVERGING, -limit, limit, "difference")],
-        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, theme=theme)
+        colour_bars=[("coloraxis", 2), ("coloraxis2", 3)], title=title, only=only, theme=theme)
 
 
 def decoding_step_figure(cross_rows: ArrayLike, src_tokens: Tokens, output_so_far: Tokens, step: int, *,

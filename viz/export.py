@@ -1,9 +1,11 @@
-"""Getting numbers and pictures out: a tidy table of every weight, CSV/Parquet bytes, and the toolbar's export."""
+"""Getting numbers and pictures out: a tidy table of every weight, CSV/Parquet bytes, the toolbar's export, and a
+figure as one interactive HTML file."""
 import io
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, each_kind
@@ -50,3 +52,10 @@ def toolbar_config(image_format: str = "png", filename: str = "attention") -> di
     if image_format not in ("png", "svg"):
         raise ValueError(f"image_format must be 'png' or 'svg'; got {image_format!r}")
     return {"displaylogo": False, "toImageButtonOptions": {"format": image_format, "filename": filename, "scale": 2}}
+
+
+def to_html_bytes(fig: go.Figure, filename: str = "attention") -> bytes:
+    """The figure as one HTML file that works offline, as interactive as on screen (hover, zoom, the toolbar): Plotly's
+    JavaScript is inlined, and nothing is fetched (no CDN, no MathJax, no web font)."""
+    return fig.to_html(include_plotlyjs=True, include_mathjax=False, full_html=True,
+                       config=toolbar_config("png", filename)).encode("utf-8")

@@ -47,12 +47,16 @@ def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: 
     """The masks alone, for teaching: one panel per reason, then all reasons together (True = blocked).
 
     Each panel uses the overlay colour of its reason, the same as on the attention figures. The "all reasons"
-    panel shows what the model blocks: informational reasons ("padded query": shaded, not masked) are left out.
+    panel shows what the model blocks: informational reasons ("padded query": shaded, not masked) are left out. A
+    single reason is drawn once: all reasons together would be the same panel again (and on a projector, half the
+    room a panel needs).
     """
     shape = (len(q_tokens), len(k_tokens))
     blocked = check_blocked(blocked, shape)
     masks = {reason: mask for reason, mask in blocked.items() if reason not in INFORMATIONAL}
-    panels = [(reason, {reason: mask}) for reason, mask in blocked.items()] + [("all reasons", masks)]
+    panels = [(reason, {reason: mask}) for reason, mask in blocked.items()]
+    if len(blocked) > 1:
+        panels.append(("all reasons", masks))
     # The base heatmap is invisible: it only carries the hover; the overlays show the blocked cells.
     invisible = dict(colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], showscale=False)
     return panels_figure([dict(matrix=union(reasons.values(), shape).astype(float), colour=invisible,

@@ -12,6 +12,7 @@ from .. import passes
 from ..shared import KEPT_FOR_S, expiring
 from ..state import notice, parse_query, settle, shown, url_params
 from ..views import BY_KEY
+from .pack import pack_in_process
 from .parse import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
 
 # The slide's buttons and title at 80 % in the top row, as the view list (their keys in their tooltips, so that the
@@ -131,6 +132,12 @@ def present(name: str) -> None:
     show_slide(deck, name, 1)
 
 
+@expiring(KEPT_FOR_S, max_entries=2)
+def packed(name: str, content: str) -> bytes:
+    """The deck `name` as one HTML file (ui.deck.pack), once per file content (`content`, as deck_toml writes it)."""
+    return pack_in_process(name)
+
+
 def collect_view(title: str) -> None:
     """Add the current view, as a link would hold it, to the session's deck."""
     state, _ = parse_query(url_params(st.session_state))
@@ -145,6 +152,11 @@ def deck_tools(view_label: str) -> None:
             chosen = st.selectbox("Deck", names, key="deck_choice")
             st.button("Present", key="deck-present", on_click=present, args=(chosen,),
                       help="Open the deck in lecture mode; PageDown and PageUp (or ↓ and ↑) move between its slides.")
+            st.download_button("Download as one HTML file", lambda: packed(chosen, deck_toml(read_deck(chosen))),
+                               file_name=f"{chosen}.html", mime="text/html", on_click="ignore", key="deck-pack",
+                               help="Every slide as the app draws it, in one file that works offline (no server, no "
+                                    "network): PageDown and PageUp move, N shows the notes. The first download of a "
+                                    "deck takes a few minutes: each slide is drawn.")
         title = f"{view_label} · {st.session_state.get('checkpoint', '')}"
         st.button("Add this view to the deck", key="deck-add", on_click=collect_view, args=(title,))
         collected = st.session_state.get("collected_slides", [])

@@ -9,7 +9,17 @@ import viz
 from ui.page import Page
 from ui.shared import once
 from ui.view import View
-from ui.widgets import controls, head_label, head_picker, head_title, produces_caption, show_figure, shown, word_switch
+from ui.widgets import (
+    controls,
+    head_label,
+    head_picker,
+    head_title,
+    panel_picker,
+    produces_caption,
+    show_figure,
+    shown,
+    word_switch,
+)
 
 
 def render(page: Page) -> None:
@@ -31,8 +41,9 @@ def render(page: Page) -> None:
     figure = shown(page, kind, analysis.head(kind, layer, head), words)
     title = head_title(kind, layer, head)
     if stages and not words:
+        only = panel_picker(page, ["raw scores", "masked", "softmax"], 0)
         fig = once(viz.stages_figure, analysis.head(kind, layer, head, part="scores"), figure.blocked, figure.weights,
-                   figure.q_labels, figure.k_labels, show_masks=show_masks, title=title,
+                   figure.q_labels, figure.k_labels, show_masks=show_masks, title=title, only=only,
                    theme=page.theme)
     else:
         scores = None if words else analysis.head(kind, layer, head, part="scores")
