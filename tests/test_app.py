@@ -300,7 +300,15 @@ def test_a_links_dark_wins_over_a_light_browser(app, monkeypatch, reported):
 
 def test_export_offers_attention_tables_and_the_translation(app):
     labels = [button.proto.label for button in ok(app()).download_button]
-    assert labels == ["Attention as CSV", "Attention as Parquet", "Input and output as JSON"]
+    assert labels == ["Attention as CSV", "Attention as Parquet", "Input and output as JSON",
+                      "Download as one HTML file"]  # the last: the sidebar's deck, packed
+
+
+def test_the_html_format_puts_an_interactive_file_under_each_figure(app):
+    at = ok(app(view="compare", compare="heads", image="html"))
+    labels = [button.proto.label for button in at.download_button]
+    assert labels.count("Download interactive (HTML)") == len(charts(at)) == 1
+    assert at.segmented_control(key="image").options == ["png", "svg", "html"]
 
 
 def test_stages_and_mask_overlays(app):

@@ -88,8 +88,8 @@ def test_a_deck_that_is_not_listed_gets_a_notice_and_the_normal_page(app):
 def test_the_normal_page_presents_a_deck_and_offers_this_view_as_a_deck_file(app):
     at = ok(app(checkpoint="reverse", view="masks", pad_src="2"))
     at = ok(at.button(key="deck-add").click().run())
-    download = at.get("download_button")
-    assert download and "1 slides" in download[0].proto.label
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert labels == ["Download as one HTML file", "Download the deck (1 slides)"]  # the chosen deck packed, and this
     slide = at.session_state["collected_slides"][0]  # the file offered: deck_toml of these (round trip: test_deck)
     assert slide.title == "Masks · reverse"
     assert {name: slide.state[name] for name in ("checkpoint", "view", "pad_src")} == {

@@ -30,7 +30,7 @@ import plotly.offline
 from .parse import Deck
 
 APP = Path(__file__).parents[2] / "app.py"
-MAX_PACK_BYTES = 15 * 2**20  # the shipped deck's 14 slides take about 6 MB, 4.6 of them Plotly's JavaScript
+MAX_PACK_BYTES = 15 * 2**20  # a pack's budget; Plotly's JavaScript alone is 4.6 MB of it
 SLIDE_TIMEOUT_S = 300.0
 PACK_TIMEOUT_S = 900.0  # the presenter's button: a whole deck packed in a process of its own
 TEXT_ELEMENTS = ("text", "caption", "info", "warning", "error", "success")  # what a page says, in page order
