@@ -1,4 +1,4 @@
-"""A deck packed into one HTML file (ui.deck.pack): the shipped deck walked in real Chromium from file:// with every
+"""A deck packed into one HTML file (ui.deck.packing): the shipped deck walked in real Chromium from file:// with every
 request but the file's own refused, its figures equal to the app's, its texts escaped, its size bounded, its writing
 atomic."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks.chromium import CHROMIUM, launch_chromium
 from ui.deck import read_deck, slide_state
-from ui.deck.pack import APP, MAX_PACK_BYTES, DrawnSlide, PackError, draw_slide, pack_html, write_new
+from ui.deck.packing import APP, MAX_PACK_BYTES, DrawnSlide, PackError, draw_slide, pack_html, write_new
 from ui.deck.parse import Deck, Slide
 from ui.state import URL_STATE, url_params
 

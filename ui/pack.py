@@ -1,4 +1,4 @@
-"""`python -m ui.pack DECK OUT.html`: a deck as one HTML file that needs no server (ui.deck.pack draws and packs
+"""`python -m ui.pack DECK OUT.html`: a deck as one HTML file that needs no server (ui.deck.packing draws and packs
 it)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from ui.deck import DeckError, read_deck
-from ui.deck.pack import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
+from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
 
 
 def pack_deck(name: str, timeout_s: float = SLIDE_TIMEOUT_S) -> bytes:

@@ -1,6 +1,6 @@
 """Lectures as decks of live views: a deck file read, bounded and parsed (`parse`), presented slide by slide in
 lecture mode (`presenter`), its slides drawn once in the background so that a room finds them built (`warm`), and the
-whole deck packed into one HTML file that needs no server (`pack`)."""
+whole deck packed into one HTML file that needs no server (`packing`)."""
 from .parse import (
     MAX_DECK_BYTES,
     MAX_SLIDES,

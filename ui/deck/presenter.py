@@ -12,7 +12,7 @@ from .. import passes
 from ..shared import KEPT_FOR_S, expiring
 from ..state import notice, parse_query, settle, shown, url_params
 from ..views import BY_KEY
-from .pack import pack_in_process
+from .packing import pack_in_process
 from .parse import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
 
 # The slide's buttons and title at 80 % in the top row, as the view list (their keys in their tooltips, so that the
@@ -134,7 +134,7 @@ def present(name: str) -> None:
 
 @expiring(KEPT_FOR_S, max_entries=2)
 def packed(name: str, content: str) -> bytes:
-    """The deck `name` as one HTML file (ui.deck.pack), once per file content (`content`, as deck_toml writes it)."""
+    """The deck `name` as one HTML file (ui.deck.packing), once per file content (`content`, as deck_toml writes it)."""
     return pack_in_process(name)
 
 
