@@ -49,7 +49,7 @@ def measure(setup: Setup) -> list[dict]:
     checkpoints = wide_checkpoints(setup)
     folder = setup.workdir / "browser-checkpoints"  # one server for every length: the link picks the checkpoint
     for path in checkpoints.values():  # copies: the app refuses links that leave its folder, hard ones too
-        shutil.copytree(path, folder / path.name)
+        shutil.copytree(path, folder / path.name, dirs_exist_ok=True)  # a second --checkpoint measures them again
     loaded = {tokens: load_checkpoint(path) for tokens, path in checkpoints.items()}
     texts = {tokens: distinct_texts(checkpoint.src_tokenizer, tokens) for tokens, checkpoint in loaded.items()}
     example_tokens = {tokens: token_count(checkpoint.src_tokenizer, checkpoint.card.examples[0])

@@ -85,13 +85,16 @@ def test_the_smollm_rows_measure_smollm2_135m_shape_against_the_issues_targets()
 
 @pytest.mark.slow
 def test_several_checkpoints_are_measured_in_one_run_each_row_named_by_its_folder(tmp_path):
-    """New weights beside the old: --checkpoint A B measures both, one after the other, in one run."""
+    """New weights beside the old: --checkpoint A B measures both, one after the other, in one run (the browser's
+    figures too, which set up their own checkpoints for each)."""
     results = tmp_path / "results.json"
     folders = ["checkpoints/reverse", "checkpoints/reverse-1layer"]
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--only", "capture", "--checkpoint", *folders,
+    figures = ["capture", "browser"] if CHROMIUM.exists() else ["capture"]
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--smoke", "--only", *figures, "--checkpoint", *folders,
                            "--json", str(results)], cwd=ROOT, capture_output=True, text=True, timeout=SMOKE_S)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(results.read_text())
     by_folder = [[row for row in report["rows"] if row["case"].startswith(f"{folder}: ")] for folder in folders]
     assert by_folder[0] and len(by_folder[0]) == len(by_folder[1]) and sum(map(len, by_folder)) == len(report["rows"])
+    assert not [row for row in report["rows"] if row.get("error")]
     assert report["checkpoint"] == ", ".join(folders) and all(f"`{folder}`" in done.stdout for folder in folders)

@@ -143,12 +143,12 @@ def test_eng_fra_decodes_with_its_cards_coverage_penalty():
     """The card's coverage penalty keeps a phrase that beam search alone drops (docs/eng-fra.md)."""
     checkpoint = load_checkpoint(ROOT / "checkpoints" / "eng-fra")
     decoding = checkpoint.card.decoding
-    text = "A group of tourists is taking pictures in front of the old church in the center of the town."
+    text = "My grandmother makes the best apple pie in the village, and everyone asks her for the recipe."
     assert decoding["coverage_penalty"] > 0
-    assert " devant la vieille église " in checkpoint.translate(text).text  # "old" kept
+    assert " la meilleure tarte aux pommes " in checkpoint.translate(text).text  # "pie" kept
     without = beam_search(checkpoint.model, torch.tensor([checkpoint.encode(text)]), decoding["beam_size"],
                           length_penalty=decoding["length_penalty"])
-    assert "vieille" not in checkpoint.tgt_tokenizer.decode(without[0].tolist())  # and dropped
+    assert "tarte" not in checkpoint.tgt_tokenizer.decode(without[0].tolist())  # and dropped
 
 
 @pytest.mark.parametrize("name", COMPARISONS)
