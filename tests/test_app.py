@@ -907,6 +907,33 @@ def test_lecture_mode_shows_the_panels_of_compare_and_stages_one_at_a_time(app, 
     np.testing.assert_allclose(raw, record.scores("encoder.layers.0.self_attn")[0, 0].numpy(), atol=1e-5)
 
 
+def test_lecture_mode_shows_one_kind_and_one_panel_of_the_masks_and_of_patching(app, app_checkpoints):
+    """The masks of three kinds, three panels each, and patching's three rows: on a projector one at a time, each
+    as large as the screen allows, the rest a click away beside it."""
+    at = ok(app(view="masks", text="pad12", pad_src="3", pad_tgt="2", kind="decoder.self_attn", lecture="1"))
+    assert len(charts(at)) == 1  # the decoder's self-attention only: the kind picked
+    masks = figure(at)
+    blocked = [trace for trace in masks["data"] if trace.get("name") == "blocked"]
+    assert len(blocked) == 1 and masks["layout"]["title"]["text"].endswith("· all reasons")
+    names = at.segmented_control(key="panel").options
+    assert names == ["padding", "causal", "padded query", "all reasons"]
+    at = ok(at.segmented_control(key="panel").set_value(1).run())
+    (causal,) = [trace for trace in figure(at)["data"] if trace.get("name") == "blocked"]
+    causal = plotly_values(causal["z"])
+    np.testing.assert_array_equal(causal, np.triu(np.ones(causal.shape), k=1))
+    at = ok(at.segmented_control(key="kind").set_value("encoder.self_attn").run())
+    assert figure(at)["layout"]["title"]["text"].startswith("encoder self-attention masks")
+    at = ok(app(view="patching", text="patch3", corrupt="patch4", patch_position="1", lecture="1"))
+    result, _ = transformer.analysis.patching.patch_texts(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]),
+                                                          "patch3", "patch4", 1)
+    heads = panels(at, 0)  # the heads row first
+    assert len(heads) == len(result.heads)
+    np.testing.assert_allclose(heads[0], result.heads["encoder.self_attn"], atol=1e-6)
+    at = ok(at.segmented_control(key="panel").set_value(2).run())
+    (decoder,) = panels(at, 0)
+    np.testing.assert_allclose(decoder, result.positions["decoder"], atol=1e-6)
+
+
 def test_compare_draws_a_minus_b_of_two_layers(app, reverse_checkpoints, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
     at = ok(app(view="compare", compare="layers", text="abc12", kind="decoder.cross_attn", layer="0", layer_b="1"))

@@ -213,11 +213,13 @@ SIDES = {"encoder.self_attn": {"x": "src", "y": "src"},  # key side, query side
          "decoder.cross_attn": {"x": "src", "y": "tgt"}, "decoder.self_attn": {"x": "tgt", "y": "tgt"}}
 LECTURE_FONT_PX = 12  # a projector's smallest token label
 # The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
-# LECTURE_FONT_PX) at up to 30 input pieces: Stages and Compare show their panels one at a time there (panel_picker).
-# The other views of many panels (Model, Masks, Heads, Training, Patching) and the head view's two columns may still
-# scroll inside their box.
+# LECTURE_FONT_PX) at up to 30 input pieces: Stages, Compare and Patching show their panels one at a time there
+# (panel_picker), the head view sets its list closer. Still scrolling inside their box: the Model view's thumbnails
+# (labels under 12 px from 24 pieces), the Masks (a decoder axis of 40 output pieces, and 3 pads, needs more rows
+# than 12 px labels allow in 688 px), and the figures under the main one.
 LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
-                       "compare-inputs", "decoding", "attribution", "positional")
+                       "compare-inputs", "decoding", "attribution", "positional", "headview", "patching", "training",
+                       "heads")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}

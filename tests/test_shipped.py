@@ -69,7 +69,7 @@ EXPECTED = {
               "3.3.2021": "2021-03-03", "3rd of March 2021": "2021-03-03", "Mar 3 2021": "2021-03-03",
               "3 Mar 21": "2021-03-03", "MARCH 3, 2021": "2021-03-03", "July 14th, 1989": "1989-07-14",
               "1 January 2000": "2000-01-01"},
-    "eng-fra": {"I am cold.": "J'ai froid.", "She is reading a book.": "Elle lit un livre.",
+    "eng-fra": {"I am cold.": "J'ai froid.", "She is reading a book.": "Elle est en train de lire un livre.",
                 "We will go to the beach tomorrow.": "Nous irons à la plage demain.",
                 "Where is the station?": "Où est la gare ?", "I don't like cats.": "Je n'aime pas les chats.",
                 "The children are playing in the garden.": "Les enfants jouent dans le jardin.",

@@ -197,6 +197,23 @@ def test_mask_figure_shows_each_reason_then_all():
     assert overlays == ["padding", "causal", "padding", "causal"]
 
 
+def test_mask_figure_draws_one_panel_alone_for_a_projector():
+    """Lecture mode's panel picker: mask_panels names what mask_figure draws, and `only` draws that panel alone, its
+    title after the figure's, its overlays kept, and the legend where it names more than the title does."""
+    blocked = viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True)
+    assert [name for name, _ in viz.mask_panels(blocked)] == ["padding", "causal", "all reasons"]
+    theme = viz.Theme(large=True, width=900, height=600)
+    causal = viz.mask_figure(blocked, TOKENS, TOKENS, title="Masks", only=1, theme=theme)
+    assert causal.layout.title.text == "Masks · causal" and not causal.layout.annotations
+    assert [t.name for t in causal.data if t.name != "blocked"] == ["causal"]
+    assert causal.layout.showlegend is False and "xaxis2" not in causal.layout.to_plotly_json()  # the title names it
+    combined = viz.mask_figure(blocked, TOKENS, TOKENS, only=2, theme=theme)
+    assert combined.layout.showlegend is not False and any(t.showlegend for t in combined.data)
+    (base,) = [t for t in combined.data if t.name == "blocked"]
+    np.testing.assert_array_equal(base.z, (blocked["padding"] | blocked["causal"]).astype(float))
+    assert combined.layout.width < viz.mask_figure(blocked, TOKENS, TOKENS, theme=theme).layout.width
+
+
 def test_mask_figure_draws_a_single_reason_once():
     fig = viz.mask_figure(viz.mask_reasons(N, N, causal=True), TOKENS, TOKENS)
     assert [a.text for a in fig.layout.annotations] == ["causal"]

@@ -69,6 +69,24 @@ def test_patching_figure_has_a_panel_per_kind_and_stack_on_one_centred_scale():
     assert fig.layout.xaxis4.ticktext == ("x", "y", "&lt;/s&gt;")  # decoder positions
 
 
+def test_patching_figure_draws_one_row_alone_for_a_projector():
+    """Lecture mode shows the head row or one stack's positions alone: only those panels, no empty one, each row's
+    title over it, and a figure less tall than the whole."""
+    heads = {"encoder.self_attn": np.array([[0.5, -2.0]]), "decoder.cross_attn": np.array([[1.0, 0.0]])}
+    positions = {"encoder": np.array([[0.0, 3.0, 0.0, 0.0]]), "decoder": np.array([[0.0, 0.0, 0.0]])}
+    tokens = {"encoder": SRC, "decoder": OUT}
+    whole = patching_figure(heads, positions, tokens)
+    head_row = patching_figure(heads, {}, tokens)
+    assert [a.text for a in head_row.layout.annotations] == list(heads)
+    assert len([t for t in head_row.data if t.type == "heatmap"]) == 2 and head_row.layout.height < whole.layout.height
+    decoder = patching_figure({}, {"decoder": positions["decoder"]}, tokens)
+    (heatmap,) = [t for t in decoder.data if t.type == "heatmap"]
+    np.testing.assert_array_equal(heatmap.z, positions["decoder"])
+    assert decoder.layout.xaxis.ticktext == ("x", "y", "&lt;/s&gt;") and "xaxis2" not in decoder.layout.to_plotly_json()
+    assert [a.text for a in decoder.layout.annotations] == ["decoder residual stream: layer x position"]
+    assert decoder.layout.height < whole.layout.height
+
+
 def test_logit_lens_writes_escaped_pieces_in_cells():
     pieces = np.array([[["<s>", "a"], ["b", "c"]], [["d", "e"], ["</s>", "f"]]], dtype=object)
     probs = np.array([[[0.6, 0.1], [0.5, 0.2]], [[0.9, 0.05], [0.7, 0.1]]])

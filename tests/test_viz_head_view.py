@@ -69,3 +69,19 @@ def test_cross_attention_columns_have_their_own_lengths_and_the_figure_grows_wit
     queries, keys = [trace for trace in fig.data if trace.mode == "markers+text"]
     assert len(queries.x) == 5 and len(keys.x) == 64
     assert fig.layout.height >= 64 * 1.5 * viz.Theme().font_size
+
+
+def test_on_a_projector_thirty_tokens_fit_its_height_at_readable_text():
+    """Lecture mode's height binds: the list's text shrinks (never below 12 px) and its lines close up, so that 31
+    tokens fit a 1280 x 720 projector's 680 px; with no height bound, the laptop's comfortable pitch."""
+    tokens = [f"▁w{i}" for i in range(31)]
+    weights = np.random.default_rng(0).dirichlet(np.ones(31), size=31)
+    projector = viz.Theme(large=True, width=880, height=680)
+    fig = viz.head_view(weights, tokens, tokens, title="encoder self · layer 0", theme=projector)
+    queries, keys = [trace for trace in fig.data if trace.mode == "markers+text"]
+    assert fig.layout.height <= 680 and queries.textfont.size >= 12 and keys.textfont.size == queries.textfont.size
+    pitch = (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b) / 31  # pixels between two tokens' lines
+    assert pitch >= 1.15 * queries.textfont.size  # a line of text set solid: never piled up
+    laptop = viz.head_view(weights, tokens, tokens, title="encoder self · layer 0")
+    assert laptop.layout.height >= 31 * 1.6 * viz.Theme().font_size
+    assert viz.head_view(weights[:8, :8], tokens[:8], tokens[:8], theme=projector).data[-1].textfont.size == 24

@@ -21,7 +21,7 @@ SCROLLBAR_PX = 16  # kept free for the page's own scrollbar
 # LECTURE_ABOVE_TOP_PX.
 STAGE = 0.74
 COLUMN_GAP_PX = 22  # st.columns' small gap, 1 rem of lecture mode's 22 px
-LECTURE_TOP_PX = 40
+LECTURE_TOP_PX = 24
 LECTURE_ABOVE_TOP_PX = 320
 
 PROBE_JS = """

@@ -97,7 +97,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "seed": (int, 0),
     "tree_beam": (int, None),
     "node": (int, None),
-    "panel": (int, None),  # lecture mode: the one panel of a row shown (Stages, Compare); None: the view's own
+    "panel": (int, None),  # lecture mode: the one panel shown (Stages, Compare, Masks, Patching); None: the view's own
     "compare": (str, "heads"),
     "layer_b": (int, None),
     "head_b": (int, None),

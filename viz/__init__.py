@@ -20,7 +20,7 @@ from .export import tidy_frame, to_csv_bytes, to_html_bytes, to_parquet_bytes, t
 from .grid import fit_model_view, model_view
 from .head_view import head_view
 from .labels import piece_text, safe_label
-from .masks import mask_figure, mask_reasons
+from .masks import mask_figure, mask_panels, mask_reasons
 from .positional import (
                          default_pe_dims,
                          pe_curves,
@@ -43,7 +43,7 @@ from .words import PRODUCES_CAPTION, merge_blocked, merge_words, produces_labels
 __all__ = [
     "KINDS", "PADDING", "CAUSAL", "SLIDING_WINDOW", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
     "Theme", "toolbar_config", "safe_label", "piece_text",
-    "mask_reasons", "model_mask", "mask_figure",
+    "mask_reasons", "model_mask", "mask_figure", "mask_panels",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
     "beam_tree_figure", "distribution_figure",
     "values_shown", "model_view", "fit_model_view", "head_view", "snapshots_figure", "loss_curve",

@@ -99,15 +99,17 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     heads: attention kind -> (layers, heads); positions: stack ("encoder", "decoder") -> (layers, len(tokens)),
     position_tokens: stack -> its tokens. Top row: a layer x head panel per attention kind (titled by the kind);
     below, a layer x position panel per stack, one tick per token, each as wide as the figure (its tokens take what
-    the theme's width leaves)."""
+    the theme's width leaves). Either may be empty (lecture mode draws one row at a time: all of them do not fit
+    a projector's height at 30 pieces)."""
     tables = [*heads.values(), *positions.values()]
     limit = symmetric_limit(np.concatenate([np.asarray(t, dtype=float).ravel() for t in tables]))
-    cols = max(len(heads), 1)
+    cols, head_rows = max(len(heads), 1), int(bool(heads))
     # The head panels' titles name the kind only (their L and H ticks say the rest): three side by side must fit.
-    titles = [str(kind) for kind in heads] + [""] * (cols - len(heads))
+    titles = [str(kind) for kind in heads]
     titles += [f"{stack} residual stream: layer x position" for stack in positions]
-    specs = [[{}] * cols] + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
-    layout = subplot_layout(1 + len(positions), cols, titles, specs=specs)
+    specs = [[{}] * cols] * head_rows + [[{"colspan": cols}] + [None] * (cols - 1) for _ in positions]
+    layout = subplot_layout(head_rows + len(positions), cols, titles, specs=specs)
+    first_position_panel = cols * head_rows
     panels = []  # (grid panel in make_subplots' order, matrix, row labels, column labels, axis names)
     for index, table in enumerate(heads.values()):  # the top row's panels
         table = np.asarray(table, dtype=float)
@@ -115,8 +117,8 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
                        [f"H{head}" for head in range(table.shape[1])], ("layer", "head")))
     for row, (stack, table) in enumerate(positions.items()):  # a row each, after the top row's `cols` panels
         table = np.asarray(table, dtype=float)
-        panels.append((cols + row, table, [f"L{layer}" for layer in range(table.shape[0])], position_tokens[stack],
-                       ("layer", "position")))
+        panels.append((first_position_panel + row, table, [f"L{layer}" for layer in range(table.shape[0])],
+                       position_tokens[stack], ("layer", "position")))
     traces = []
     for index, table, row_labels, col_labels, names in panels:
         panel_traces, axes = matrix_panel(index, table, row_labels, col_labels, axis_names=names,
@@ -138,8 +140,8 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     if room is not None and plot_w > room and len(longest) * step <= room:  # the head panels' titles are wider
         plot_w, head_w = room, (room - (cols - 1) * y_band) / cols
     title_band, row_h = LINE_EM * size + 6, LINE_EM * size * 1.2
-    bands = [LINE_EM * size + 14] + [widest_px(longest, font) + 14] * len(positions)  # x labels under each row
-    heights = [layers * row_h] * (1 + len(positions))
+    bands = [LINE_EM * size + 14] * head_rows + [widest_px(longest, font) + 14] * len(positions)  # x labels
+    heights = [layers * row_h] * (head_rows + len(positions))
     top, domains = [], {}
     y = 0.0
     for height, band in zip(heights, bands):
@@ -152,20 +154,22 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
         domains[f"yaxis{index + 1 if index else ''}"] = dict(domain=[1 - (top[0] + heights[0]) / plot_h,
                                                                      1 - top[0] / plot_h])
     for row in range(len(positions)):
-        axis = cols + row + 1
-        domains[f"xaxis{axis}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
-                                       tickfont=dict(size=font), tickangle=-90)
-        domains[f"yaxis{axis}"] = dict(domain=[max(1 - (top[row + 1] + heights[row + 1]) / plot_h, 0),
-                                               1 - top[row + 1] / plot_h])
+        axis, band = first_position_panel + row + 1, head_rows + row
+        axis_name = axis if axis > 1 else ""
+        domains[f"xaxis{axis_name}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
+                                            tickfont=dict(size=font), tickangle=-90)
+        domains[f"yaxis{axis_name}"] = dict(domain=[max(1 - (top[band] + heights[band]) / plot_h, 0),
+                                                    1 - top[band] / plot_h])
     layout = merged(layout, domains, dict(
         width=round(margin["l"] + plot_w + margin["r"]), height=round(margin["t"] + plot_h + margin["b"]),
         margin=margin, coloraxis=dict(colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top",
                                                     lenmode="pixels", len=min(plot_h, 12 * LINE_EM * size)))))
     for index, annotation in enumerate(layout["annotations"]):  # panel titles above their panels
-        row = 0 if index < len(heads) else index - len(heads) + 1
+        head_panel = index < len(heads)
+        row = 0 if head_panel else index - len(heads) + head_rows
         annotation.update(y=1 - top[row] / plot_h, yanchor="bottom", yshift=2,
-                          x=(index * (head_w + y_band) + head_w / 2) / plot_w if row == 0 else 0, xanchor=(
-                              "center" if row == 0 else "left"))
+                          x=(index * (head_w + y_band) + head_w / 2) / plot_w if head_panel else 0, xanchor=(
+                              "center" if head_panel else "left"))
     return themed(traces, layout, theme, title)
 
 

@@ -17,13 +17,15 @@ from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_matrix, model_mask
 from .labels import safe_label
-from .layout import LINE_EM, text_px, widest_px
+from .layout import LINE_EM, TOKEN_STEP_EM, text_px, widest_px
 from .theme import Theme, merged, theme_layout, themed_figure
 
 OPACITY_LEVELS = 20
 HEAD_COLOURS = plotly.colors.qualitative.D3  # ten distinct hues, readable on white and on dark backgrounds
 LINES_PX = 320  # width between the two token columns
 TOP_LINKS = 3  # tokens named in a token's hover, per head
+LIST_STEP_EM = 1.6  # a list's comfortable line pitch, in fonts (TOKEN_STEP_EM where a projector's height binds)
+SOLID_STEP_EM = 1.15  # text set solid: a projector's last resort before the list outgrows its height
 SIDES = ("query", "key")
 
 
@@ -45,6 +47,8 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
             q_tokens if selected[0] == "query" else k_tokens)):
         raise ValueError(f"selected must be ('query', 0..{len(q_tokens) - 1}) or ('key', 0..{len(k_tokens) - 1});"
                          f" got {selected!r}")
+    rows = max(len(q_tokens), len(k_tokens))
+    font, step_em = list_font(theme, rows, bool(title))
     thin = dict(width=theme.line_width / 2)  # many lines: thin ones
     data = []
     for head, (name, head_weights) in enumerate(zip(head_names, weights)):
@@ -71,14 +75,12 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
         data.append(dict(
             type="scatter", x=np.full(len(tokens), x), y=-np.arange(len(tokens)), mode="markers+text",
             text=[safe_label(token) for token in tokens], textposition=position, name=side, showlegend=False,
-            marker=dict(size=theme.marker_size, color="rgba(128, 128, 128, 0.5)"),
+            marker=dict(size=theme.marker_size, color="rgba(128, 128, 128, 0.5)"), textfont=dict(size=font),
             line=dict(width=theme.line_width), customdata=[[side, index] for index in range(len(tokens))],
             hovertext=_link_summaries(side, weights, masked, q_tokens, k_tokens, head_names),
             hovertemplate="%{hovertext}<extra></extra>"))
-    font = theme.font_size
     left, right = widest_px(q_tokens, font) + 16, widest_px(k_tokens, font) + 16
-    rows = max(len(q_tokens), len(k_tokens))
-    step = 1.6 * font  # a list: one comfortable line per token
+    step = step_em * font
     margin = dict(l=20, r=20, t=LINE_EM * theme.title_size + 24 if title else 16, b=2 * LINE_EM * font + 16)
     width = max(margin["l"] + left + LINES_PX + right + margin["r"], text_px(title, theme.title_size) + 40)
     layout = dict(xaxis=dict(visible=False, range=[-left / LINES_PX, 1 + right / LINES_PX], fixedrange=True),
@@ -89,6 +91,21 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
     layout = merged(layout, theme_layout(theme, title), dict(title=dict(
         x=0, xref="container", xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=8, l=12))))
     return themed_figure(data, layout, theme)
+
+
+def list_font(theme: Theme, rows: int, titled: bool) -> tuple[int, float]:
+    """The token font and the line pitch (in fonts) of a list of `rows` tokens: 1.6 fonts a line at the theme's font
+    where the list has no height bound; within theme.height (a projector), the largest font down to
+    theme.min_font_size at 1.6, then at TOKEN_STEP_EM, then set solid (close, never piled up), that fits; else the
+    smallest, and the figure grows past the height."""
+    if theme.height is None:
+        return theme.font_size, LIST_STEP_EM
+    for font in range(theme.font_size, theme.min_font_size - 1, -1):
+        for step_em in (LIST_STEP_EM, TOKEN_STEP_EM, SOLID_STEP_EM):
+            margins = (LINE_EM * theme.title_size + 24 if titled else 16) + 2 * LINE_EM * font + 16
+            if margins + rows * step_em * font <= theme.height:
+                return font, step_em
+    return theme.min_font_size, SOLID_STEP_EM
 
 
 def _link_summaries(side, weights, masked, q_tokens, k_tokens, head_names) -> list[str]:

@@ -24,6 +24,7 @@ TOKEN_STEP_EM = 1.3  # pixels per token along an axis, in tick-font sizes: one l
 # the last resort of a projector's 30-piece sentence).
 STEPS_EM = ((TOKEN_STEP_EM, TOKEN_STEP_EM), (1.1, TOKEN_STEP_EM), (1.1, 1.2), (1.1, 1.15))
 LINE_EM = 1.3  # height of a line of text, in font sizes
+LEGEND_LINES = 2  # a horizontal legend's room: its names may wrap onto a second line
 COLOUR_BAR_PX = 14  # thickness of a colour bar
 COLOUR_BAR_TICK_CHARS = 5  # widest colour bar tick label we expect, e.g. "−0.25"
 # Plot pixels one figure may use before its tick fonts shrink, (width, height); lecture mode is for a 1280x720
@@ -91,7 +92,7 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, step_em: tuple[fl
     widest_column = widest_px(col_labels, font)
     panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
     title_band = LINE_EM * theme.title_size + 16 if title else 10
-    legend_band = 2 * LINE_EM * theme.font_size if legend else 0
+    legend_band = (LEGEND_LINES if legend is True else int(legend)) * LINE_EM * theme.font_size
     # A panel is never smaller than MIN_PANEL_EM fonts (short inputs do not look like stamps), nor than the budget
     # allows: the preferred plot size, and the space the theme gives (what is left of it beside the labels).
     budget_w, budget_h = BUDGET_PX[theme.large]
@@ -176,7 +177,7 @@ def _choose(theme: Theme, row_labels, col_labels, rows: int, cols: int, panels: 
 def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[object], *, rows: int = 1,
                 cols: int = 1, panels: int | None = None, wrap: bool = False, title: str = "",
                 titles: Sequence[dict] | None = None, colour_bars: Sequence[tuple[str, int]] = (),
-                label_every_panel: bool = False, token_ticks: bool = False, legend: bool = False,
+                label_every_panel: bool = False, token_ticks: bool = False, legend: bool | int = False,
                 min_column_px: float = 0.0) -> tuple[dict, Fit]:
     """The layout (a dict for go.Figure) that sizes a rows x cols grid of token panels (make_subplots order) so
     that every label is readable in the theme's width (and height), and what it chose.
@@ -189,9 +190,9 @@ def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence
     label_every_panel: tick labels on every panel instead of the outer ones only (the caller sets
     showticklabels). titles: the panels' title annotations (dicts, one per panel in order, as make_subplots makes
     them), placed above their panels; None: the panels have none. legend: leave room for the horizontal legend at
-    the bottom. token_ticks: put the token tick labels on the axes that show them (the outer ones, or all) and hide
-    the others' (panels of panels.matrix_panel have theirs already). min_column_px: columns at least this
-    wide (numbers in the cells).
+    the bottom: LEGEND_LINES lines, or as many as given (a legend of a few short names needs one). token_ticks: put
+    the token tick labels on the axes that show them (the outer ones, or all) and hide the others' (panels of
+    panels.matrix_panel have theirs already). min_column_px: columns at least this wide (numbers in the cells).
     """
     panels = rows * cols if panels is None else panels
     shape, per_row, grid_rows, every = _choose(

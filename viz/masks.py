@@ -42,24 +42,35 @@ def _flags(flags, length, name) -> np.ndarray:
     return flags
 
 
-def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: str = "Masks",
-                theme: Theme = Theme()) -> go.Figure:
-    """The masks alone, for teaching: one panel per reason, then all reasons together (True = blocked).
-
-    Each panel uses the overlay colour of its reason, the same as on the attention figures. The "all reasons"
-    panel shows what the model blocks: informational reasons ("padded query": shaded, not masked) are left out. A
-    single reason is drawn once: all reasons together would be the same panel again (and on a projector, half the
-    room a panel needs).
-    """
-    shape = (len(q_tokens), len(k_tokens))
-    blocked = check_blocked(blocked, shape)
-    masks = {reason: mask for reason, mask in blocked.items() if reason not in INFORMATIONAL}
+def mask_panels(blocked: Blocked) -> list[tuple[str, Blocked]]:
+    """The panels mask_figure draws, in order: (title, the reasons it shows). One panel per reason, then all
+    reasons together where there are several; informational reasons ("padded query": shaded, not masked) are left
+    out of "all reasons", which shows what the model blocks. A single reason is drawn once: all reasons together
+    would be the same panel again (and on a projector, half the room a panel needs)."""
     panels = [(reason, {reason: mask}) for reason, mask in blocked.items()]
     if len(blocked) > 1:
-        panels.append(("all reasons", masks))
+        panels.append(("all reasons", {reason: mask for reason, mask in blocked.items()
+                                       if reason not in INFORMATIONAL}))
+    return panels
+
+
+def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: str = "Masks",
+                only: int | None = None, theme: Theme = Theme()) -> go.Figure:
+    """The masks alone, for teaching: the panels of mask_panels side by side (True = blocked), or only the one of
+    index `only` (panels_figure's only: lecture mode shows them one at a time).
+
+    Each panel uses the overlay colour of its reason, the same as on the attention figures; the legend names them
+    in one line (at most four short names), and is left out where one reason is drawn alone (its title names it).
+    """
+    shape = (len(q_tokens), len(k_tokens))
+    panels = mask_panels(check_blocked(blocked, shape))
     # The base heatmap is invisible: it only carries the hover; the overlays show the blocked cells.
     invisible = dict(colorscale=[[0, "rgba(0,0,0,0)"], [1, "rgba(0,0,0,0)"]], showscale=False)
-    return panels_figure([dict(matrix=union(reasons.values(), shape).astype(float), colour=invisible,
-                               value_name="blocked", blocked=reasons, show_legend=col == len(panels))
-                          for col, (_, reasons) in enumerate(panels, start=1)],
-                         q_tokens, k_tokens, titles=[name for name, _ in panels], title=title, legend=True, theme=theme)
+    # One reason alone is named by its title: on a projector its legend would only cost the panel a line.
+    alone = only is not None and len(panels[only][1]) == 1
+    figure = panels_figure([dict(matrix=union(reasons.values(), shape).astype(float), colour=invisible,
+                                 value_name="blocked", blocked=reasons, show_legend=col == len(panels))
+                            for col, (_, reasons) in enumerate(panels, start=1)],
+                           q_tokens, k_tokens, titles=[name for name, _ in panels], title=title,
+                           legend=0 if alone else 1, only=only, theme=theme)
+    return figure.update_layout(showlegend=False) if alone else figure

@@ -153,18 +153,19 @@ def matrix_panel(index: int, matrix: ArrayLike, row_tokens: Tokens, col_tokens: 
 
 def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens, *, titles: Sequence[str] = (),
                   colour_axes: Sequence[dict] = (), colour_bars: Sequence[tuple[str, int]] = (), title: str = "",
-                  legend: bool | None = None, only: int | None = None, theme: Theme = Theme()) -> go.Figure:
+                  legend: bool | int | None = None, only: int | None = None, theme: Theme = Theme()) -> go.Figure:
     """A row of token panels sharing their y axis, built as dicts: what make_subplots(1, n,
     shared_yaxes=True), a heatmap added for each panel, the layout and apply_theme make, several times faster (a new
     input's figures are built on every new input). panels: matrix_panel's arguments for each panel (the matrix as
     "matrix"); titles: the panels' titles (none: no titles); colour_axes: colour_axis() dicts; legend: leave room
-    for the legend (None: if a trace shows in it). With more than one panel, the panels wrap onto more rows where
-    the theme's width is too narrow for them side by side. only: the index of the one panel to draw, its title after
-    the figure's, with its colour bar and legend, as large as the theme's space allows (lecture mode shows a row of
-    panels one at a time: three 30-token panels side by side cannot keep readable labels on a projector)."""
+    for the legend (None: if a trace shows in it; a number: that many lines, as grid_layout's). With more than one
+    panel, the panels wrap onto more rows where the theme's width is too narrow for them side by side. only: the
+    index of the one panel to draw, its title after the figure's, with its colour bar and legend, as large as the
+    theme's space allows (lecture mode shows a row of panels one at a time: three 30-token panels side by side
+    cannot keep readable labels on a projector)."""
     if only is not None:  # its title joins the figure's: a row of panel titles would cost the panel a line
         chosen = {**panels[only], "show_legend": True}
-        used = chosen.get("colour", {"coloraxis": "coloraxis"})["coloraxis"]
+        used = chosen.get("colour", {"coloraxis": "coloraxis"}).get("coloraxis")  # None: a panel without a bar
         joined = " · ".join(part for part in (title, titles[only] if titles else "") if part)
         # Wider than the space, the title would widen the figure past it: the panel's own title alone then.
         fits = theme.width is None or text_px(joined, theme.title_size) + 40 <= theme.width

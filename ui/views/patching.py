@@ -11,7 +11,7 @@ from ui.page import Page
 from ui.shared import once
 from ui.state import MAX_INPUT_CHARS, settle
 from ui.view import View
-from ui.widgets import aside, controls, show_figure
+from ui.widgets import aside, controls, panel_picker, show_figure
 
 
 def render(page: Page) -> None:
@@ -45,9 +45,17 @@ def render(page: Page) -> None:
     else:
         aside(f"log p({plain(viz.piece_text(outputs[position]))}) at output {position}: clean "
               f"{patched.clean_log_prob:.3f}, corrupted {patched.corrupted_log_prob:.3f}")
-        fig = once(viz.patching_figure, dict(patched.heads), dict(patched.positions),
-                   {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)},
-                   title=f"Patching the clean run into the corrupted one · output {position}",
+        heads, positions = dict(patched.heads), dict(patched.positions)
+        title = f"Patching the clean run into the corrupted one · output {position}"
+        rows = ["heads", *(f"{stack} positions" for stack in positions)]
+        only = panel_picker(page, rows, 0)  # a projector: one row at a time
+        if only is not None:
+            title = f"Patching · output {position} · {rows[only]}"
+            heads, positions = (heads, {}) if only == 0 else ({}, {stack: table for index, (stack, table)
+                                                                   in enumerate(positions.items(), start=1)
+                                                                   if index == only})
+        fig = once(viz.patching_figure, heads, positions,
+                   {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)}, title=title,
                    theme=page.theme)
         show_figure(page, fig, "patching")
         st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that layer's "
