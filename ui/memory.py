@@ -89,10 +89,11 @@ class MemoryBudget:
             self._give_back(rerun.held)
 
     @contextmanager
-    def held(self, needed: int) -> Iterator[None]:
+    def held(self, needed: int, kept: bool = True) -> Iterator[None]:
         """Take `needed` bytes for a pass (waiting for them, ServerBusy after wait_s); inside a rerun they stay taken
-        until it ends, otherwise until the pass does."""
-        rerun = _rerun.get()
+        until it ends (the rerun holds the pass's arrays), otherwise, or where the pass keeps nothing (`kept` False:
+        one chunk of a corpus, summed and let go), until the pass does."""
+        rerun = _rerun.get() if kept else None
         self._take(needed, rerun)
         try:
             yield

@@ -2,6 +2,7 @@
 and the passes a view may ask for beyond the analysis, each over this page's checkpoint and input."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -225,3 +226,36 @@ class Page:
     def corpus_top(self, count: int, kind: str, layer: int, head: int, statistic: str) -> pd.DataFrame:
         """The sentences of that corpus where one head's `statistic` is highest: sentence, value, source, target."""
         return passes.corpus_top(self.path, self.version, count, kind, layer, head, statistic)
+
+    # ------------------------------------------------------------------------------------------ across many inputs
+
+    def summary(self, count: int, progress: Callable[[float], None] | None = None) -> passes.Summary:
+        """This checkpoint's corpus summary of `count` inputs (transformer.analysis.corpus_summary), from the disk
+        cache or computed; `progress(fraction)` after each chunk, where this session computes it."""
+        token = passes.corpus_progress.set(progress)
+        try:
+            return passes.summary(self.path, self.version, count)
+        finally:
+            passes.corpus_progress.reset(token)
+
+    def summary_on_disk(self, count: int) -> bool:
+        """Whether that summary is cached already (it then opens without asking)."""
+        return passes.summary_on_disk(self.path, self.version, count)
+
+    def head_map(self, count: int) -> pd.DataFrame:
+        """Every head of the model placed by how alike it attends over the corpus: kind, layer, head, x, y, role and
+        its statistics."""
+        return passes.head_map(self.path, self.version, count)
+
+    def queries_keys(self, count: int, head: tuple[str, int, int], method: str) -> tuple[pd.DataFrame, float]:
+        """One head's queries and keys over the corpus in 2-D, and the share of queries nearest their top key."""
+        return passes.queries_keys_picture(self.path, self.version, count, head, method)
+
+    def matched_heads(self, count: int, other: str) -> pd.DataFrame:
+        """This checkpoint's heads matched one-to-one to those of checkpoint `other` (one vocabulary)."""
+        return passes.matched_heads(self.path, self.version, count, passes.checkpoint_path(other),
+                                    passes.version_of(other))
+
+    def followed_head(self, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
+        """The head matched to `head` of the final weights in each training snapshot."""
+        return passes.followed_head(self.path, self.version, count, head)

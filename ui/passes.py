@@ -9,13 +9,15 @@ every session (ui.shared.shared_pass, bounded in bytes), not copied: every sessi
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import NamedTuple
 
@@ -39,10 +41,11 @@ from transformer import (
     model_device,
     resolve_checkpoint,
 )
-from transformer.analysis import attribution, corpus_heads
+from transformer.analysis import attribution, corpus_heads, corpus_summary
 from transformer.analysis.forced import aligned_foil, contrast, force, sequence_log_prob
 from transformer.analysis.lens import logit_lens
 from transformer.analysis.patching import patch_texts
+from transformer.analysis.qk_space import nearest_keys
 from transformer.inference.batching import Batcher
 from transformer.inference.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
 from transformer.inference.decoding import (
@@ -64,6 +67,7 @@ from transformer.io.checkpoint import (
     read_config,
     read_tokenizer,
 )
+from transformer.io.disk_cache import DiskCache, model_digest
 from transformer.io.safety import BYTES_PER_ATTENTION_VALUE, PASS_BUDGET_BYTES, read_bytes
 from transformer.model.config import TransformerConfig
 from transformer.model.hooks import INSIDE_HOOKS, attention_site
@@ -97,14 +101,15 @@ def batch_bytes(config: TransformerConfig, requests: list[Request]) -> int:
 
 
 @contextmanager
-def model_turn(needed: int) -> Iterator[None]:
+def model_turn(needed: int, kept: bool = True) -> Iterator[None]:
     """Run the model work inside in a turn (ui.turns), once `needed` estimated bytes are taken from the process's
     memory budget (ui.memory; ServerBusy after its wait). Nothing inside may wait for a cached result or another
     pass (load the model before): a thread that held a turn while waiting for a pass that waits for a turn could
-    wait forever. Running out of memory inside becomes OutOfMemory, a message the frame shows in place of the view,
-    raised once the failed pass's frames (and the tensors they held) are gone."""
+    wait forever. `kept`: whether the rerun keeps what the pass made (memory.MemoryBudget.held). Running out of
+    memory inside becomes OutOfMemory, a message the frame shows in place of the view, raised once the failed
+    pass's frames (and the tensors they held) are gone."""
     failed = ""
-    with MEMORY.held(needed), turns.MODEL.turn():
+    with MEMORY.held(needed, kept), turns.MODEL.turn():
         try:
             yield
         except (MemoryError, RuntimeError) as error:
@@ -518,6 +523,112 @@ def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head:
     """The sentences where one head's `statistic` is highest (transformer.analysis.corpus_heads.top_sentences)."""
     return corpus_heads.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
                                 TOP_SENTENCES)
+
+
+# ---------------------------------------------------------------------------------------------- across many inputs
+# transformer.analysis.corpus_summary: every head's patterns, every head's queries and keys in 2-D and every neuron's
+# top examples over a corpus, computed once per checkpoint and corpus in chunks, each chunk a model turn of its own
+# (other sessions' clicks go between them), and kept in the disk cache (transformer.io.disk_cache: $ATLAS_CACHE,
+# bounded, shared by every session and worker, kept across restarts). In memory, the summaries of the checkpoints
+# being looked at.
+
+CORPUS_CHUNK_LENGTH = 64  # pieces a side a chunk's memory estimate assumes (the dev splits' sentences are shorter)
+corpus_progress: ContextVar[Callable[[float], None] | None] = ContextVar("attention_atlas_corpus_progress",
+                                                                         default=None)
+
+
+class Summary(NamedTuple):
+    error: str  # why there is none ("" if there is)
+    summary: corpus_summary.CorpusSummary | None = None
+
+
+@expiring(KEPT_FOR, max_entries=16)
+def weights_digest(path: str, version: int) -> str:
+    """The digest of the checkpoint's weights that its disk cache entries are keyed on."""
+    return model_digest(load(path, version).checkpoint.model)
+
+
+@expiring(KEPT_FOR, max_entries=16)
+def summary_pairs(path: str, version: int, count: int) -> tuple[tuple[str, str], ...]:
+    """The first `count` pairs of the checkpoint's corpus (read once: an LM's held-out split takes a second)."""
+    return tuple(corpus_summary.corpus_pairs_list(load(path, version).checkpoint, count))
+
+
+def summary_on_disk(path: str, version: int, count: int) -> bool:
+    """Whether the summary of `count` inputs is in the disk cache already (computed by another session, an earlier
+    run of the server, or `python -m transformer.corpus cache`)."""
+    key = corpus_summary.summary_key(load(path, version).checkpoint, summary_pairs(path, version, count),
+                                     weights_digest(path, version))
+    return DiskCache().path(key).exists()
+
+
+def _corpus_turns(checkpoint: Checkpoint, count: int) -> Callable[[], contextlib.AbstractContextManager]:
+    """Each chunk's forward pass in a model turn of its own, its memory given back after it; progress reported to
+    the session that asked (corpus_progress) after each."""
+    config, report = checkpoint.config, corpus_progress.get()
+    needed = corpus_summary.PICTURE_BATCH * pass_bytes(config, *(min(config.max_len, CORPUS_CHUNK_LENGTH),) * 2)
+    total, done = corpus_summary.chunks(count), 0
+
+    @contextmanager
+    def turn() -> Iterator[None]:
+        nonlocal done
+        with model_turn(needed, kept=False):
+            yield
+        done += 1
+        if report is not None:
+            report(min(1.0, done / total))
+    return turn
+
+
+@expiring(KEPT_FOR, max_entries=8, spinner="Reading the corpus…")
+def summary(path: str, version: int, count: int) -> Summary:
+    """The checkpoint's corpus summary of `count` inputs, from the disk cache or computed (and kept there)."""
+    checkpoint = load(path, version).checkpoint
+    try:
+        pairs = summary_pairs(path, version, count)
+        return Summary("", corpus_summary.corpus_summary(checkpoint, pairs=pairs, digest=weights_digest(path, version),
+                                                         turn=_corpus_turns(checkpoint, len(pairs))))
+    except (OSError, ValueError) as error:  # a corpus file that went missing, an empty corpus
+        return Summary(f"The corpus could not be read: {error}")
+
+
+@expiring(KEPT_FOR, max_entries=16)
+def head_map(path: str, version: int, count: int) -> pd.DataFrame:
+    """Every head placed by how alike it attends (transformer.analysis.head_map.head_map), with its role."""
+    return summary(path, version, count).summary.map()
+
+
+@expiring(KEPT_FOR, max_entries=64, spinner="Placing the queries and keys by t-SNE…")
+def queries_keys_picture(path: str, version: int, count: int, head: tuple[str, int, int], method: str
+                         ) -> tuple[pd.DataFrame, float]:
+    """One head's queries and keys in 2-D (PCA from the summary; t-SNE computed once and kept on disk), and the
+    share of its queries whose nearest key in the picture is the one it attends to most."""
+    found = summary(path, version, count).summary
+    if method == "pca":
+        frame = found.pictures[head]
+    else:
+        checkpoint = load(path, version).checkpoint
+        frame = corpus_summary.tsne_picture(checkpoint, found, head, turn=_corpus_turns(checkpoint, 1))
+    queries = frame[frame["side"] == "query"]
+    nearest = nearest_keys(frame, causal=head[0] == "decoder.self_attn")
+    share = float((nearest.reindex(queries.index) == queries["argmax"]).mean()) if len(queries) else float("nan")
+    return frame, share
+
+
+@expiring(KEPT_FOR, max_entries=16, spinner="Matching heads…")
+def matched_heads(path: str, version: int, count: int, other_path: str, other_version: int) -> pd.DataFrame:
+    """This checkpoint's heads matched to another's of the same vocabulary, on the summary's corpus."""
+    checkpoint, other = load(path, version).checkpoint, load(other_path, other_version).checkpoint
+    return corpus_summary.matched_heads(checkpoint, other, summary(path, version, count).summary,
+                                        turn=_corpus_turns(checkpoint, 1))
+
+
+@expiring(KEPT_FOR, max_entries=64, spinner="Following the head through the training snapshots…")
+def followed_head(path: str, version: int, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
+    """One head of the final weights matched in each training snapshot, on the summary's corpus."""
+    checkpoint = load(path, version).checkpoint
+    return corpus_summary.followed_head(checkpoint, summary(path, version, count).summary, head,
+                                        turn=_corpus_turns(checkpoint, 1))
 
 
 # ---------------------------------------------------------------------------------------------- inside a block

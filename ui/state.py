@@ -120,6 +120,9 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "corrupt": (typed_text, None),
     "patch_position": (int, 0),
     "corpus_stat": (str, "previous_share"),
+    "corpus_part": (str, "map"),  # Across inputs: the map of heads, queries and keys, matched heads or neurons
+    "projection": (str, "pca"),
+    "qk_colour": (str, "position"),
     "query": (int, 0),
     "inside_step": (int, 0),
     "neuron": (int, None),

@@ -18,21 +18,23 @@ from .beam_tree import beam_tree_figure
 from .conventions import CAUSAL, EOS_TOKEN, KINDS, PAD_TOKEN, PADDED_QUERY, PADDING, SLIDING_WINDOW, model_mask
 from .export import tidy_frame, to_csv_bytes, to_html_bytes, to_parquet_bytes, toolbar_config
 from .grid import fit_model_view, model_view
+from .head_map import MAP_CAPTION, head_map_figure, head_matching_figure
 from .head_view import head_view
 from .labels import piece_text, safe_label
 from .masks import mask_figure, mask_panels, mask_reasons
 from .positional import (
-                         default_pe_dims,
-                         pe_curves,
-                         pe_heatmap,
-                         pe_similarity,
-                         rotary_dim_names,
-                         rotary_dims,
-                         rotary_frequencies_figure,
-                         rotary_score_figure,
-                         rotary_scores,
-                         rotary_wavelengths,
+                        default_pe_dims,
+                        pe_curves,
+                        pe_heatmap,
+                        pe_similarity,
+                        rotary_dim_names,
+                        rotary_dims,
+                        rotary_frequencies_figure,
+                        rotary_score_figure,
+                        rotary_scores,
+                        rotary_wavelengths,
 )
+from .qk_space import neuron_examples_table, queries_keys_figure
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
 from .sampling import distribution_figure
 from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
@@ -54,5 +56,6 @@ __all__ = [
     "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes", "to_html_bytes",
+    "head_map_figure", "head_matching_figure", "MAP_CAPTION", "queries_keys_figure", "neuron_examples_table",
     "attribution_figure", "token_attribution_figure", "patching_figure", "logit_lens_figure",
 ]

@@ -18,7 +18,8 @@ the query bins both heads have, then over sentences.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -30,7 +31,6 @@ from scipy.optimize import linear_sum_assignment
 
 from ..data.corpora import collate
 from ..inference.translation import Checkpoint, load_checkpoint
-from ..io.text import source_ids, target_ids
 from ..model.capture import capture
 from ..model.hooks import attention_name
 from ..model.model import Transformer
@@ -43,6 +43,7 @@ from .corpus_heads import (
     corpus_unavailable,
     punctuation_pieces,
 )
+from .qk_space import corpus_examples
 
 SENTENCES = 200  # sentences read by default: a few seconds on a CPU for the shipped checkpoints
 BATCH_SIZE = 32  # sentences per forward pass
@@ -144,13 +145,9 @@ def _pairs(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]] | None) -> I
 def _chunks(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]], batch_size: int
             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(src (batch, src_len), decoder input (batch, tgt_len)) of consecutive pairs, teacher-forced, padded."""
-    config = checkpoint.config
     iterator = iter(pairs)
     while chunk := list(islice(iterator, batch_size)):
-        examples = [(source_ids(checkpoint.src_tokenizer, source, config.max_len, config.eos_id)[0],
-                     target_ids(checkpoint.tgt_tokenizer, target, config.max_len, config.bos_id,
-                                config.eos_id)[:-1]) for source, target in chunk]
-        yield collate(examples, config.pad_id)
+        yield collate(corpus_examples(checkpoint, chunk), checkpoint.config.pad_id)
 
 
 @torch.no_grad()
@@ -263,9 +260,11 @@ def _heads_of(checkpoint: Checkpoint) -> dict[str, list[tuple[str, int, int]]]:
 # ----------------------------------------------------------------------------- the map of one model's heads
 
 def head_patterns(checkpoint: Checkpoint | str | Path, pairs: Iterable[tuple[str, str]] | None = None, *,
-                  batch_size: int = BATCH_SIZE) -> HeadPatterns:
+                  batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext
+                  ) -> HeadPatterns:
     """Every head's mean statistics and every two heads' divergence over `pairs` (default: SENTENCES of the
-    checkpoint's corpus), read in chunks of `batch_size` sentences."""
+    checkpoint's corpus), read in chunks of `batch_size` sentences, each chunk's forward pass inside `turn()` (a
+    caller's share of the model)."""
     checkpoint = _loaded(checkpoint)
     by_kind = _heads_of(checkpoint)
     heads = [head for kind_heads in by_kind.values() for head in kind_heads]
@@ -279,7 +278,8 @@ def head_patterns(checkpoint: Checkpoint | str | Path, pairs: Iterable[tuple[str
     punctuation = _punctuation(checkpoint)
     sentences = 0
     for src, tgt in _chunks(checkpoint, _pairs(checkpoint, pairs), batch_size):
-        kinds = _captured(checkpoint, checkpoint.model, src, tgt, punctuation)
+        with turn():
+            kinds = _captured(checkpoint, checkpoint.model, src, tgt, punctuation)
         binned = {kind: _binned(captured) for kind, captured in kinds.items()}
         chunk = torch.full((src.size(0), len(heads), len(heads)), float("nan"), dtype=torch.float64)
         for kind_a, captured_a in kinds.items():
@@ -348,7 +348,8 @@ def _compatible_model(checkpoint: Checkpoint, other: Checkpoint | Transformer | 
 
 
 def _compared(checkpoint: Checkpoint, models: Sequence[Transformer], pairs: Iterable[tuple[str, str]],
-              batch_size: int) -> tuple[list[dict[str, np.ndarray]], list[dict[str, dict[str, np.ndarray]]]]:
+              batch_size: int, turn: Callable[[], AbstractContextManager]
+              ) -> tuple[list[dict[str, np.ndarray]], list[dict[str, dict[str, np.ndarray]]]]:
     """One pass over `pairs` with every model: per model, each kind's divergence (heads of models[0], heads of this
     model) and each kind's mean statistics {kind: {name: (heads,)}}."""
     by_kind = _heads_of(checkpoint)
@@ -357,9 +358,10 @@ def _compared(checkpoint: Checkpoint, models: Sequence[Transformer], pairs: Iter
                   for _ in models]
     punctuation = _punctuation(checkpoint)
     for src, tgt in _chunks(checkpoint, pairs, batch_size):
-        reference = _captured(checkpoint, models[0], src, tgt, punctuation)
-        for index, model in enumerate(models):
-            kinds = reference if index == 0 else _captured(checkpoint, model, src, tgt, punctuation)
+        with turn():
+            captured = [_captured(checkpoint, model, src, tgt, punctuation) for model in models]
+        reference = captured[0]
+        for index, kinds in enumerate(captured):
             for kind, captured in kinds.items():
                 divergences[index][kind].add(*_row_divergence(reference[kind], captured))
                 for name in STATISTICS:
@@ -380,20 +382,23 @@ def _matched(checkpoint: Checkpoint, divergences: dict[str, np.ndarray]) -> pd.D
 
 
 def match_heads(checkpoint_a: Checkpoint | str | Path, checkpoint_b: Checkpoint | Transformer | str | Path,
-                pairs: Iterable[tuple[str, str]] | None = None, *, batch_size: int = BATCH_SIZE) -> pd.DataFrame:
+                pairs: Iterable[tuple[str, str]] | None = None, *, batch_size: int = BATCH_SIZE,
+                turn: Callable[[], AbstractContextManager] = nullcontext) -> pd.DataFrame:
     """The heads of two models of one vocabulary and one shape matched one-to-one within each kind, so that the
     summed divergence of matched heads' rows on the same teacher-forced inputs (`pairs`, default SENTENCES of A's
     corpus) is least. B may be a checkpoint, its folder, or a model such as `checkpoint_a.load_snapshot(name)`.
     One row per head of A: kind, layer_a, head_a, layer_b, head_b, divergence."""
     checkpoint_a = _loaded(checkpoint_a)
     model_b = _compatible_model(checkpoint_a, checkpoint_b)
-    divergences, _ = _compared(checkpoint_a, [checkpoint_a.model, model_b], _pairs(checkpoint_a, pairs), batch_size)
+    divergences, _ = _compared(checkpoint_a, [checkpoint_a.model, model_b], _pairs(checkpoint_a, pairs), batch_size,
+                                  turn)
     return _matched(checkpoint_a, divergences[1])
 
 
 def follow_head(checkpoint: Checkpoint | str | Path, kind: str, layer: int, head: int,
                 pairs: Iterable[tuple[str, str]] | None = None, *, statistic: str | None = None,
-                batch_size: int = BATCH_SIZE) -> pd.DataFrame:
+                batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext
+                ) -> pd.DataFrame:
     """One head of the final weights followed back through training: for each snapshot (in training order) and the
     final weights, the head matched to it (match_heads against the final weights), its divergence and statistics.
     `kind` may be a short name ('decoder.self'). Every snapshot is loaded at once, so that the corpus is read once.
@@ -410,7 +415,7 @@ def follow_head(checkpoint: Checkpoint | str | Path, kind: str, layer: int, head
         raise ValueError(f"{checkpoint.name} has no head {kind} layer {layer} head {head}")
     snapshots = sorted(checkpoint.card.snapshots, key=lambda snapshot: snapshot.get("step", 0))
     models = [checkpoint.model] + [checkpoint.load_snapshot(snapshot["name"]) for snapshot in snapshots]
-    divergences, statistics = _compared(checkpoint, models, _pairs(checkpoint, pairs), batch_size)
+    divergences, statistics = _compared(checkpoint, models, _pairs(checkpoint, pairs), batch_size, turn)
     names = [FINAL] + [snapshot["name"] for snapshot in snapshots]
     steps = [checkpoint.card.training.get("steps")] + [snapshot.get("step") for snapshot in snapshots]
     followed = layer * heads + head

@@ -12,7 +12,8 @@ that memory holds one chunk's activations at a time; queries_keys also stops at 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -60,19 +61,25 @@ def _loaded(checkpoint: Checkpoint | str | Path) -> Checkpoint:
     return checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
 
 
+def corpus_examples(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]]
+                    ) -> list[tuple[list[int], list[int]]]:
+    """Each pair as the model reads it teacher-forced: (source ids, decoder input ids), unpadded."""
+    config = checkpoint.config
+    return [(source_ids(checkpoint.src_tokenizer, source, config.max_len, config.eos_id)[0],
+             target_ids(checkpoint.tgt_tokenizer, target, config.max_len, config.bos_id, config.eos_id)[:-1])
+            for source, target in pairs]
+
+
 def _batches(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]], max_sentences: int, batch_size: int
              ) -> Iterator[tuple[torch.Tensor, torch.Tensor, list[list[str]], list[list[str]]]]:
     """Chunks of at most `batch_size` pairs, of `max_sentences` in all, as the model reads them teacher-forced:
     (src (batch, src_len), decoder input tgt (batch, tgt_len), each sentence's source pieces, its decoder input
     pieces), padded, on the model's device."""
-    config = checkpoint.config
     device = model_device(checkpoint.model)
     iterator = islice(iter(pairs), max_sentences)
     while chunk := list(islice(iterator, batch_size)):
-        examples = [(source_ids(checkpoint.src_tokenizer, source, config.max_len, config.eos_id)[0],
-                     target_ids(checkpoint.tgt_tokenizer, target, config.max_len, config.bos_id,
-                                config.eos_id)[:-1]) for source, target in chunk]
-        src, tgt = collate(examples, config.pad_id)  # (batch, src_len), (batch, tgt_len)
+        examples = corpus_examples(checkpoint, chunk)
+        src, tgt = collate(examples, checkpoint.config.pad_id)  # (batch, src_len), (batch, tgt_len)
         yield (src.to(device), tgt.to(device), [checkpoint.src_tokenizer.pieces(s) for s, _ in examples],
                [checkpoint.tgt_tokenizer.pieces(t) for _, t in examples])
 
@@ -85,7 +92,6 @@ def _run(model: torch.nn.Module, stack: str, src: torch.Tensor, tgt: torch.Tenso
         model(src, tgt)
 
 
-@torch.no_grad()
 def queries_keys(checkpoint: Checkpoint | str | Path, kind: str, layer: int, head: int,
                  pairs: Iterable[tuple[str, str]] | None = None, max_sentences: int = MAX_SENTENCES,
                  max_points: int = MAX_POINTS, batch_size: int = BATCH_SIZE) -> QueriesKeys:
@@ -93,57 +99,84 @@ def queries_keys(checkpoint: Checkpoint | str | Path, kind: str, layer: int, hea
     name such as "decoder.cross") in layer `layer`: its queries and keys over the first `max_sentences` of `pairs`
     (default: corpus_pairs of the checkpoint), teacher-forced, whole sentences only, stopping before the sentence
     that would pass `max_points` queries and keys."""
+    kind = attention_name(kind)
+    return queries_keys_of(checkpoint, [(kind, layer, head)], pairs, max_sentences, max_points,
+                           batch_size)[(kind, layer, head)]
+
+
+@torch.no_grad()
+def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[str, int, int]],
+                    pairs: Iterable[tuple[str, str]] | None = None, max_sentences: int = MAX_SENTENCES,
+                    max_points: int = MAX_POINTS, batch_size: int = BATCH_SIZE,
+                    turn: Callable[[], AbstractContextManager] = nullcontext
+                    ) -> dict[tuple[str, int, int], QueriesKeys]:
+    """queries_keys of several heads (kind, layer, head) in one pass over the corpus, each by its full kind name. They
+    share their sentences: the pass stops before the sentence that would take any of them past `max_points`. Each
+    chunk's forward pass runs inside `turn()` (a caller's share of the model)."""
     checkpoint = _loaded(checkpoint)
     model, pad = checkpoint.model, checkpoint.config.pad_id
-    kind = attention_name(kind)
-    if kind not in ATTENTION_KINDS:
-        raise ValueError(f"kind must be one of {ATTENTION_KINDS} (or a short name such as 'decoder.cross'), "
-                         f"got {kind!r}")
-    site = attention_site(kind, layer)
-    if f"{site}.hook_q" not in hook_points(model):
-        raise ValueError(f"this model has no {site}")
-    num_heads, num_kv_heads = model.get_submodule(site).num_heads, model.get_submodule(site).num_kv_heads
-    if not 0 <= head < num_heads:
-        raise ValueError(f"head {head} out of range: {site} has heads 0..{num_heads - 1}")
-    kv_head = head // (num_heads // num_kv_heads)  # grouped-query attention: the key head this query head reads
-    query_side, key_side = KIND_SIDES[kind]
+    sites = {}  # head -> (site, kv head)
+    for kind, layer, head in heads:
+        if kind not in ATTENTION_KINDS:
+            raise ValueError(f"kind must be one of {ATTENTION_KINDS} (or a short name such as 'decoder.cross'), "
+                             f"got {kind!r}")
+        site = attention_site(kind, layer)
+        if f"{site}.hook_q" not in hook_points(model):
+            raise ValueError(f"this model has no {site}")
+        num_heads, num_kv_heads = model.get_submodule(site).num_heads, model.get_submodule(site).num_kv_heads
+        if not 0 <= head < num_heads:
+            raise ValueError(f"head {head} out of range: {site} has heads 0..{num_heads - 1}")
+        sites[(kind, layer, head)] = site, head // (num_heads // num_kv_heads)  # grouped-query: the key head read
+    kinds = {kind for kind, _, _ in heads}
+    names = [f"{site}.hook_{part}" for site in dict.fromkeys(site for site, _ in sites.values())
+             for part in ("q", "k", "pattern")]
+    stack = "decoder" if any(kind.startswith("decoder") for kind in kinds) else "encoder"
     pairs = corpus_pairs(checkpoint, max_sentences) if pairs is None else pairs
-    queries, keys, rows, pieces, weights = [], [], [], [], []
-    kept, full = 0, False  # queries and keys kept so far; whether the next sentence would pass max_points
-    names = [f"{site}.hook_{part}" for part in ("q", "k", "pattern")]
+    found = {head: ([], [], [], []) for head in heads}  # head -> queries, keys, weights, argmax per sentence
+    texts: dict[str, list[list[str]]] = {"src": [], "tgt": []}
+    kept = dict.fromkeys(kinds, 0)  # queries and keys kept so far, per kind; whether the next sentence would pass
+    full = False
     for src, tgt, src_pieces, tgt_pieces in _batches(checkpoint, pairs, max_sentences, batch_size):
-        with capture(model, names) as record:
-            _run(model, kind.split(".")[0], src, tgt)
-        q = record.hooks[names[0]][:, head].cpu()  # (batch, q_len, d_head): the scores are computed from these
-        k = record.hooks[names[1]][:, kv_head].cpu()  # (batch, k_len, d_head)
-        pattern = record.hooks[names[2]][:, head].cpu()  # (batch, q_len, k_len)
+        with turn(), capture(model, names) as record:
+            _run(model, stack, src, tgt)
         ids = {"src": src.cpu(), "tgt": tgt.cpu()}
-        texts = {"src": src_pieces, "tgt": tgt_pieces}
-        for item in range(q.size(0)):
-            q_len = int((ids[query_side][item] != pad).sum())
-            k_len = int((ids[key_side][item] != pad).sum())
-            full = kept + q_len + k_len > max_points
+        for item in range(src.size(0)):
+            length = {side: int((ids[side][item] != pad).sum()) for side in ids}
+            points = {kind: length[KIND_SIDES[kind][0]] + length[KIND_SIDES[kind][1]] for kind in kinds}
+            full = any(kept[kind] + points[kind] > max_points for kind in kinds)
             if full:
                 break
-            kept += q_len + k_len
-            sentence = len(pieces)
-            # Padding is on the right (collate): a sentence's real tokens are its first q_len / k_len positions.
-            queries.append(q[item, :q_len].numpy())
-            keys.append(k[item, :k_len].numpy())
-            weights.append(pattern[item, :q_len, :k_len].numpy())
-            q_pieces, k_pieces = texts[query_side][item][:q_len], texts[key_side][item][:k_len]
-            pieces.append((q_pieces, k_pieces))
-            argmax = weights[-1].argmax(axis=1) if k_len else np.full(q_len, -1)
-            rows.append(pd.DataFrame({"side": "query", "sentence": sentence, "position": np.arange(q_len),
-                                      "piece": q_pieces, "argmax": argmax}))
-            rows.append(pd.DataFrame({"side": "key", "sentence": sentence, "position": np.arange(k_len),
-                                      "piece": k_pieces, "argmax": -1}))
+            for kind in kinds:
+                kept[kind] += points[kind]
+            for (kind, layer, head), (site, kv_head) in sites.items():
+                q_len, k_len = length[KIND_SIDES[kind][0]], length[KIND_SIDES[kind][1]]
+                # Padding is on the right (collate): a sentence's real tokens are its first q_len / k_len positions.
+                weights = record.hooks[f"{site}.hook_pattern"][item, head, :q_len, :k_len].cpu().numpy()
+                queries, keys, kept_weights, argmax = found[(kind, layer, head)]
+                queries.append(record.hooks[f"{site}.hook_q"][item, head, :q_len].cpu().numpy())
+                keys.append(record.hooks[f"{site}.hook_k"][item, kv_head, :k_len].cpu().numpy())
+                kept_weights.append(weights)
+                argmax.append(weights.argmax(axis=1) if k_len else np.full(q_len, -1))
+            for side, sentence_pieces in (("src", src_pieces), ("tgt", tgt_pieces)):
+                texts[side].append(sentence_pieces[item][:length[side]])
         if full:
             break
-    d_head = model.get_submodule(site).W_q.out_features // num_heads
-    columns = ["side", "sentence", "position", "piece", "argmax"]
-    points = pd.concat(rows[0::2] + rows[1::2], ignore_index=True) if rows else pd.DataFrame(columns=columns)
-    return QueriesKeys(site, head, _stacked(queries, d_head), _stacked(keys, d_head), points, pieces, weights)
+    result = {}
+    for (kind, layer, head), (site, _) in sites.items():
+        query_side, key_side = KIND_SIDES[kind]
+        queries, keys, weights, argmax = found[(kind, layer, head)]
+        pieces = list(zip(texts[query_side], texts[key_side]))
+        rows = [pd.DataFrame({"side": "query", "sentence": sentence, "position": np.arange(len(q)), "piece": q,
+                              "argmax": argmax[sentence]}) for sentence, (q, _) in enumerate(pieces)]
+        rows += [pd.DataFrame({"side": "key", "sentence": sentence, "position": np.arange(len(k)), "piece": k,
+                               "argmax": -1}) for sentence, (_, k) in enumerate(pieces)]
+        columns = ["side", "sentence", "position", "piece", "argmax"]
+        frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+        module = model.get_submodule(site)
+        d_head = module.W_q.out_features // module.num_heads
+        result[(kind, layer, head)] = QueriesKeys(site, head, _stacked(queries, d_head), _stacked(keys, d_head),
+                                                  frame, pieces, weights)
+    return result
 
 
 def _stacked(vectors: list[np.ndarray], width: int) -> np.ndarray:
@@ -243,7 +276,6 @@ def nearest_keys(frame: pd.DataFrame, causal: bool = False) -> pd.Series:
     return pd.Series(nearest, dtype=int)
 
 
-@torch.no_grad()
 def top_neuron_examples(checkpoint: Checkpoint | str | Path, stack: str, layer: int,
                         pairs: Iterable[tuple[str, str]] | None = None, top: int = 10, context: int = 3,
                         neurons: Sequence[int] | None = None, max_sentences: int = MAX_SENTENCES,
@@ -256,49 +288,71 @@ def top_neuron_examples(checkpoint: Checkpoint | str | Path, stack: str, layer: 
     side). `neurons`: only these neurons (default all). A neuron with fewer tokens in the corpus than `top` has fewer
     rows. Ties: the earlier token first (sentence, then position), whatever the chunk size. Memory holds one chunk's
     activations and the best `top` per neuron so far."""
+    return top_neuron_examples_of(checkpoint, [(stack, layer)], pairs, top, context, neurons, max_sentences,
+                                  batch_size)[(stack, layer)]
+
+
+@torch.no_grad()
+def top_neuron_examples_of(checkpoint: Checkpoint | str | Path, layers: Sequence[tuple[str, int]],
+                           pairs: Iterable[tuple[str, str]] | None = None, top: int = 10, context: int = 3,
+                           neurons: Sequence[int] | None = None, max_sentences: int = MAX_SENTENCES,
+                           batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext
+                           ) -> dict[tuple[str, int], pd.DataFrame]:
+    """top_neuron_examples of several feed-forward layers (stack, layer) in one pass over the corpus; each chunk's
+    forward pass runs inside `turn()`."""
     checkpoint = _loaded(checkpoint)
     model, pad = checkpoint.model, checkpoint.config.pad_id
-    if stack not in ("encoder", "decoder"):
-        raise ValueError(f"stack must be 'encoder' or 'decoder', got {stack!r}")
-    name = f"{stack}.layers.{layer}.feed_forward.hook_mlp_post"
-    if name not in hook_points(model):
-        raise ValueError(f"this model has no {stack} layer {layer} (no {name})")
+    names = {}
+    for stack, layer in layers:
+        if stack not in ("encoder", "decoder"):
+            raise ValueError(f"stack must be 'encoder' or 'decoder', got {stack!r}")
+        names[(stack, layer)] = f"{stack}.layers.{layer}.feed_forward.hook_mlp_post"
+        if names[(stack, layer)] not in hook_points(model):
+            raise ValueError(f"this model has no {stack} layer {layer} (no {names[(stack, layer)]})")
     width = checkpoint.config.d_ff
     chosen = torch.arange(width) if neurons is None else torch.as_tensor(list(neurons), dtype=torch.long)
     if len(chosen) and not (0 <= int(chosen.min()) and int(chosen.max()) < width):
         raise ValueError(f"neurons must be in 0..{width - 1}")
-    side = "src" if stack == "encoder" else "tgt"
+    run_stack = "decoder" if any(stack == "decoder" for stack, _ in layers) else "encoder"
     pairs = corpus_pairs(checkpoint, max_sentences) if pairs is None else pairs
-    best = torch.empty(0, len(chosen))  # (kept, neurons) the best activations so far, highest first
-    where = torch.empty(0, len(chosen), 2, dtype=torch.long)  # (kept, neurons, 2) their (sentence, position)
-    sentences: list[list[str]] = []
+    # Per layer: (kept, neurons) the best activations so far, highest first, and (kept, neurons, 2) their places.
+    best = {layer: torch.empty(0, len(chosen)) for layer in names}
+    where = {layer: torch.empty(0, len(chosen), 2, dtype=torch.long) for layer in names}
+    sentences: dict[str, list[list[str]]] = {"src": [], "tgt": []}
     for src, tgt, src_pieces, tgt_pieces in _batches(checkpoint, pairs, max_sentences, batch_size):
-        with capture(model, name) as record:
-            _run(model, stack, src, tgt)
-        activations = record.hooks[name].cpu()[..., chosen].float()  # (batch, length, neurons)
-        ids = (src if side == "src" else tgt).cpu()
-        batch, length = ids.shape
-        # Padding can never be among the best: -inf (dropped at the end if a neuron has too few real tokens).
-        activations = activations.masked_fill((ids == pad)[..., None], float("-inf"))
-        places = torch.stack(torch.meshgrid(torch.arange(batch) + len(sentences), torch.arange(length),
-                                            indexing="ij"), dim=-1).reshape(-1, 1, 2)  # (batch * length, 1, 2)
-        candidates = torch.cat([best, activations.reshape(batch * length, -1)])  # (kept + batch * length, neurons)
-        candidate_places = torch.cat([where, places.expand(-1, len(chosen), -1)])  # (kept + batch * length, neurons, 2)
-        # A stable sort keeps equal activations in corpus order: the kept ones (earlier) before this chunk's.
-        order = candidates.sort(dim=0, descending=True, stable=True).indices[:top]  # (kept, neurons)
-        best = candidates.gather(0, order)
-        where = candidate_places.gather(0, order[..., None].expand(-1, -1, 2))
-        sentences += src_pieces if side == "src" else tgt_pieces
-    rows = []
-    for column, neuron in enumerate(chosen.tolist()):
-        for rank in range(best.size(0)):
-            activation = float(best[rank, column])
-            if activation == float("-inf"):
-                break
-            sentence, position = where[rank, column].tolist()
-            pieces = sentences[sentence]
-            rows.append((neuron, rank + 1, activation, sentence, position, pieces[position],
-                         tuple(pieces[max(0, position - context):position]),
-                         tuple(pieces[position + 1:position + 1 + context]), len(pieces)))
-    return pd.DataFrame(rows, columns=["neuron", "rank", "activation", "sentence", "position", "piece", "before",
-                                       "after", "length"])
+        with turn(), capture(model, list(names.values())) as record:
+            _run(model, run_stack, src, tgt)
+        for (stack, layer), name in names.items():
+            ids = (src if stack == "encoder" else tgt).cpu()
+            batch, length = ids.shape
+            activations = record.hooks[name].cpu()[..., chosen].float()  # (batch, length, neurons)
+            # Padding can never be among the best: -inf (dropped at the end if a neuron has too few real tokens).
+            activations = activations.masked_fill((ids == pad)[..., None], float("-inf"))
+            first = len(sentences["src" if stack == "encoder" else "tgt"])
+            places = torch.stack(torch.meshgrid(torch.arange(batch) + first, torch.arange(length), indexing="ij"),
+                                 dim=-1).reshape(-1, 1, 2)  # (batch * length, 1, 2)
+            candidates = torch.cat([best[(stack, layer)], activations.reshape(batch * length, -1)])
+            candidate_places = torch.cat([where[(stack, layer)], places.expand(-1, len(chosen), -1)])
+            # A stable sort keeps equal activations in corpus order: the kept ones (earlier) before this chunk's.
+            order = candidates.sort(dim=0, descending=True, stable=True).indices[:top]  # (kept, neurons)
+            best[(stack, layer)] = candidates.gather(0, order)
+            where[(stack, layer)] = candidate_places.gather(0, order[..., None].expand(-1, -1, 2))
+        sentences["src"] += src_pieces
+        sentences["tgt"] += tgt_pieces
+    frames = {}
+    for stack, layer in names:
+        side_pieces = sentences["src" if stack == "encoder" else "tgt"]
+        rows = []
+        for column, neuron in enumerate(chosen.tolist()):
+            for rank in range(best[(stack, layer)].size(0)):
+                activation = float(best[(stack, layer)][rank, column])
+                if activation == float("-inf"):
+                    break
+                sentence, position = where[(stack, layer)][rank, column].tolist()
+                pieces = side_pieces[sentence]
+                rows.append((neuron, rank + 1, activation, sentence, position, pieces[position],
+                             tuple(pieces[max(0, position - context):position]),
+                             tuple(pieces[position + 1:position + 1 + context]), len(pieces)))
+        frames[(stack, layer)] = pd.DataFrame(rows, columns=["neuron", "rank", "activation", "sentence", "position",
+                                                             "piece", "before", "after", "length"])
+    return frames

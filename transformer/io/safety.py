@@ -209,22 +209,27 @@ def _refuse_constant(name: str) -> None:
 
 
 def read_json(path: Path, folder: Path, max_bytes: int) -> object:
-    """The JSON value in `path`, read under `open_regular`'s policy, at most MAX_JSON_DEPTH deep. Linear in the
-    file's size: the C parser refuses nesting deeper than the interpreter's recursion limit itself (RecursionError),
-    and the depth of what it returns is then measured by one walk over the parsed values."""
+    """The JSON value in `path`, read under `open_regular`'s policy and parsed by parse_json."""
     try:
         text = read_bytes(path, folder, max_bytes).decode("utf-8")
     except UnicodeDecodeError as error:
         raise CheckpointError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    return parse_json(text, path)
+
+
+def parse_json(text: str, where: object) -> object:
+    """The JSON value of `text` (read from `where`, named in errors), at most MAX_JSON_DEPTH deep. Linear in the
+    text's size: the C parser refuses nesting deeper than the interpreter's recursion limit itself (RecursionError),
+    and the depth of what it returns is then measured by one walk over the parsed values."""
     try:
         value = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
     except RecursionError:
-        raise CheckpointError(f"{path}: JSON nested more than {MAX_JSON_DEPTH} deep") from None
+        raise CheckpointError(f"{where}: JSON nested more than {MAX_JSON_DEPTH} deep") from None
     except ValueError as error:  # json.JSONDecodeError is a ValueError
-        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
+        raise CheckpointError(f"{where}: not valid JSON ({error})") from None
     depth = json_depth(value)
     if depth > MAX_JSON_DEPTH:
-        raise CheckpointError(f"{path}: JSON nested {depth} deep, more than the {MAX_JSON_DEPTH} allowed")
+        raise CheckpointError(f"{where}: JSON nested {depth} deep, more than the {MAX_JSON_DEPTH} allowed")
     return value
 
 

@@ -1,0 +1,304 @@
+"""Everything the corpus pictures show, computed once per checkpoint and corpus and kept in the disk cache.
+
+    summary = corpus_summary(checkpoint, count=1000)     # read from the cache, or computed and kept there
+    summary.map()                                        # the map of heads (head_map)
+    summary.pictures[("decoder.cross_attn", 1, 0)]       # one head's queries and keys in 2-D (qk_space.projected)
+    summary.neurons[("encoder", 0)]                      # top examples of every neuron (top_neuron_examples)
+
+A summary reads the first `count` pairs of the checkpoint's corpus (corpus_pairs: its dev split, its held-out
+sentences, or a synthetic task's fresh inputs), teacher-forced, in three passes of chunks: every head's patterns and
+their divergences (head_map.head_patterns), the queries and keys of every head over the first PICTURE_SENTENCES
+(projected by PCA; the vectors are dropped once projected), and every feed-forward layer's top examples. Each
+chunk's forward pass runs inside the caller's `turn()`, so that a server can interleave its other passes and count
+progress. The cache key is a digest of the weights and of the pairs read: new weights or another corpus make a new
+entry, and the old one ages out of the bounded folder.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from itertools import islice
+
+import numpy as np
+import pandas as pd
+
+from ..inference.translation import Checkpoint
+from ..io.disk_cache import Arrays, DiskCache, key_of, model_digest
+from ..model.record import KIND_SIDES
+from .corpus_heads import STATISTICS, corpus_pairs
+from .head_map import BATCH_SIZE as PATTERN_BATCH
+from .head_map import HeadPatterns, _heads_of, follow_head, head_map, head_patterns, match_heads
+from .qk_space import BATCH_SIZE as PICTURE_BATCH
+from .qk_space import MAX_POINTS, corpus_examples, projected, queries_keys, queries_keys_of, top_neuron_examples_of
+
+FORMAT = 1  # of a cache entry: a change of what is stored changes every key
+SENTENCES = 200  # read by default: about a second for eng-fra
+MAX_SENTENCES = 1000  # the app's limit (about 10 s for eng-fra on two cores)
+PICTURE_SENTENCES = 200  # queries and keys pictured per head (thousands of points: drawn in a second)
+PICTURE_BYTES = 256 * 2**20  # the query and key vectors of every head held at once before projection
+TSNE_POINTS = 4000  # a t-SNE picture's points (scikit-learn's t-SNE: about 15 s on two cores)
+TOP_EXAMPLES = 10  # per neuron
+CONTEXT = 3  # pieces either side of a neuron's token
+MAX_DIVERGENCE = math.log(2)
+
+Head = tuple[str, int, int]
+Layer = tuple[str, int]
+Turn = Callable[[], AbstractContextManager]
+
+
+@dataclass(frozen=True)
+class CorpusSummary:
+    """`pairs` read, teacher-forced; `pieces` each pair's source and decoder-input pieces {"src": [...], "tgt": [...]};
+    `patterns` every head's patterns; `pictures` each head's queries and keys (qk_space.projected, PCA) over the first
+    `picture_sentences` pairs; `neurons` each (stack, layer)'s top examples; `key` its cache key."""
+
+    key: str
+    pairs: list[tuple[str, str]]
+    pieces: dict[str, list[list[str]]]
+    patterns: HeadPatterns
+    picture_sentences: int
+    pictures: dict[Head, pd.DataFrame]
+    neurons: dict[Layer, pd.DataFrame]
+
+    def map(self) -> pd.DataFrame:
+        return head_map(self.patterns)
+
+
+def ffn_layers(checkpoint: Checkpoint) -> list[Layer]:
+    config = checkpoint.config
+    return [(stack, layer) for stack, kind in (("encoder", "encoder.self_attn"), ("decoder", "decoder.self_attn"))
+            for layer in range(config.layers_of(kind))]
+
+
+def chunks(count: int) -> int:
+    """How many forward passes (turns) a summary of `count` pairs takes at most: a caller's progress bar."""
+    return (math.ceil(count / PATTERN_BATCH) + math.ceil(min(count, PICTURE_SENTENCES) / PICTURE_BATCH)
+            + math.ceil(count / PICTURE_BATCH))
+
+
+def _picture_points(checkpoint: Checkpoint, heads: Sequence[Head]) -> int:
+    """Points per head such that every head's query and key vectors fit PICTURE_BYTES (float32)."""
+    d_head = checkpoint.config.d_model // checkpoint.config.num_heads
+    return max(1000, min(MAX_POINTS, PICTURE_BYTES // (4 * d_head * max(1, len(heads)))))
+
+
+def summarise(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]], turn: Turn = nullcontext) -> CorpusSummary:
+    """The summary of `pairs` (computed, not cached: see corpus_summary)."""
+    pairs = list(pairs)
+    heads = [head for kind_heads in _heads_of(checkpoint).values() for head in kind_heads]
+    patterns = head_patterns(checkpoint, pairs, turn=turn)
+    found = queries_keys_of(checkpoint, heads, pairs, PICTURE_SENTENCES, _picture_points(checkpoint, heads),
+                            turn=turn)
+    pictures = {head: projected(data) for head, data in found.items()}
+    neurons = top_neuron_examples_of(checkpoint, ffn_layers(checkpoint), pairs, TOP_EXAMPLES, CONTEXT,
+                                     max_sentences=len(pairs), turn=turn)
+    examples = corpus_examples(checkpoint, pairs)
+    pieces = {"src": [checkpoint.src_tokenizer.pieces(src) for src, _ in examples],
+              "tgt": [checkpoint.tgt_tokenizer.pieces(tgt) for _, tgt in examples]}
+    sentences = len(next(iter(found.values())).pieces) if found else 0
+    return CorpusSummary("", pairs, pieces, patterns, sentences, pictures, neurons)
+
+
+# ----------------------------------------------------------------------------- to and from a cache entry
+
+def _name(*parts: object) -> str:
+    return "/".join(map(str, parts))
+
+
+def encode(summary: CorpusSummary) -> tuple[Arrays, object]:
+    """The summary as a cache entry: arrays and a JSON value. Pictures and neurons keep only their numbers; their
+    pieces and positions are rebuilt from `pieces`."""
+    arrays = {"divergence": np.asarray(summary.patterns.divergence, np.float64),
+              "statistics": summary.patterns.statistics[list(STATISTICS)].to_numpy(np.float64)}
+    for head, frame in summary.pictures.items():
+        arrays[_name("picture", *head, "xy")] = frame[["x", "y"]].to_numpy(np.float32)
+        arrays[_name("picture", *head, "argmax")] = frame.loc[frame["side"] == "query", "argmax"].to_numpy(np.int32)
+    for layer, frame in summary.neurons.items():
+        for column in ("neuron", "rank", "sentence", "position"):
+            arrays[_name("neurons", *layer, column)] = frame[column].to_numpy(np.int32)
+        arrays[_name("neurons", *layer, "activation")] = frame["activation"].to_numpy(np.float32)
+    value = {"format": FORMAT, "pairs": [list(pair) for pair in summary.pairs], "pieces": summary.pieces,
+             "heads": [list(head) for head in summary.patterns.heads], "statistics": list(STATISTICS),
+             "picture_sentences": summary.picture_sentences}
+    return arrays, value
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise ValueError(f"the cached corpus summary does not hold {what}")
+
+
+def _sentences(pieces: dict[str, list[list[str]]], kind: str, count: int) -> list[tuple[list[str], list[str]]]:
+    """The first `count` sentences' (query, key) pieces for heads of `kind`."""
+    query_side, key_side = KIND_SIDES[kind]
+    return list(zip(pieces[query_side][:count], pieces[key_side][:count]))
+
+
+def _picture_frame(pieces: list[tuple[list[str], list[str]]], argmax: np.ndarray, xy: np.ndarray) -> pd.DataFrame:
+    """A projected frame (qk_space.projected's columns) from each sentence's (query, key) pieces and the numbers."""
+    rows = []
+    for side, which in (("query", 0), ("key", 1)):
+        lengths = [len(sentence[which]) for sentence in pieces]
+        sentence = np.repeat(np.arange(len(pieces)), lengths)
+        rows.append(pd.DataFrame({
+            "side": side, "sentence": sentence,
+            "position": np.concatenate([np.arange(n) for n in lengths]) if lengths else np.zeros(0, int),
+            "piece": [piece for one in pieces for piece in one[which]],
+            "argmax": argmax if side == "query" else -1}))
+    frame = pd.concat(rows, ignore_index=True)
+    frame["x"], frame["y"] = xy[:, 0].astype(np.float64), xy[:, 1].astype(np.float64)
+    side = (frame["side"] == "key").astype(int).to_numpy()
+    frame["pieces"] = [tuple(pieces[s][w]) for s, w in zip(frame["sentence"], side)]
+    return frame
+
+
+def _neuron_frame(pieces: list[list[str]], arrays: dict[str, np.ndarray], d_ff: int) -> pd.DataFrame:
+    neuron, rank, sentence, position = (arrays[c].astype(np.int64) for c in ("neuron", "rank", "sentence", "position"))
+    activation = arrays["activation"].astype(np.float64)
+    _check(len({len(neuron), len(rank), len(sentence), len(position), len(activation)}) == 1, "neurons of one length")
+    _check(bool(np.all((neuron >= 0) & (neuron < d_ff) & (rank >= 1) & (rank <= TOP_EXAMPLES))), "valid neurons")
+    _check(bool(np.all((sentence >= 0) & (sentence < len(pieces)))), "sentences of the corpus")
+    rows = []
+    for n, r, a, s, p in zip(neuron, rank, activation, sentence, position):
+        text = pieces[s]
+        _check(0 <= p < len(text), "positions inside their sentences")
+        rows.append((int(n), int(r), float(a), int(s), int(p), text[p], tuple(text[max(0, p - CONTEXT):p]),
+                     tuple(text[p + 1:p + 1 + CONTEXT]), len(text)))
+    return pd.DataFrame(rows, columns=["neuron", "rank", "activation", "sentence", "position", "piece", "before",
+                                       "after", "length"])
+
+
+def decode(checkpoint: Checkpoint, key: str, arrays: Arrays, value: object) -> CorpusSummary:
+    """A cache entry back as a summary, once every shape, index and range is what `checkpoint` makes (ValueError
+    otherwise: the entry is then rebuilt)."""
+    _check(isinstance(value, dict) and value.get("format") == FORMAT, "this format")
+    heads = [head for kind_heads in _heads_of(checkpoint).values() for head in kind_heads]
+    _check([tuple(head) for head in value["heads"]] == heads and value["statistics"] == list(STATISTICS),
+           "this model's heads")
+    pairs = [tuple(pair) for pair in value["pairs"]]
+    _check(all(len(pair) == 2 and all(isinstance(text, str) for text in pair) for pair in pairs), "text pairs")
+    pieces = {side: value["pieces"][side] for side in ("src", "tgt")}
+    _check(all(len(pieces[side]) == len(pairs) and all(isinstance(one, list) and all(isinstance(p, str) for p in one)
+                                                        for one in pieces[side]) for side in pieces), "the pieces")
+    divergence, statistics = arrays["divergence"], arrays["statistics"]
+    _check(divergence.shape == (len(heads), len(heads)) and statistics.shape == (len(heads), len(STATISTICS)),
+           "this model's heads")
+    _check(bool(np.all(np.isfinite(divergence) & (divergence >= 0) & (divergence <= MAX_DIVERGENCE + 1e-9))),
+           "divergences")
+    patterns = HeadPatterns(heads, divergence, pd.DataFrame(statistics, columns=list(STATISTICS)), len(pairs))
+    shown = int(value["picture_sentences"])
+    _check(0 <= shown <= len(pairs), "a picture of its corpus")
+    pictures = {}
+    for kind, layer, head in heads:
+        sentences = _sentences(pieces, kind, shown)
+        xy, argmax = arrays[_name("picture", kind, layer, head, "xy")], arrays[_name("picture", kind, layer, head,
+                                                                                     "argmax")]
+        queries = sum(len(q) for q, _ in sentences)
+        _check(xy.shape == (queries + sum(len(k) for _, k in sentences), 2) and bool(np.all(np.isfinite(xy))),
+               "each head's points")
+        keys_of = np.repeat([len(k) for _, k in sentences], [len(q) for q, _ in sentences])
+        _check(argmax.shape == (queries,) and bool(np.all((argmax >= -1) & (argmax < keys_of))), "argmax positions")
+        pictures[(kind, layer, head)] = _picture_frame(sentences, argmax, xy)
+    neurons = {}
+    for stack, layer in ffn_layers(checkpoint):
+        columns = {c: arrays[_name("neurons", stack, layer, c)]
+                   for c in ("neuron", "rank", "sentence", "position", "activation")}
+        neurons[(stack, layer)] = _neuron_frame(pieces["src" if stack == "encoder" else "tgt"], columns,
+                                                checkpoint.config.d_ff)
+    return CorpusSummary(key, pairs, pieces, patterns, shown, pictures, neurons)
+
+
+# ----------------------------------------------------------------------------- cached
+
+def summary_key(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]], digest: str | None = None) -> str:
+    """The cache key of a summary of `pairs`: the format, the weights' digest (model_digest), and the pairs."""
+    return key_of("corpus-summary", FORMAT, digest or model_digest(checkpoint.model), [list(p) for p in pairs])
+
+
+def corpus_pairs_list(checkpoint: Checkpoint, count: int = SENTENCES) -> list[tuple[str, str]]:
+    """The first `count` pairs of the checkpoint's corpus (corpus_heads.corpus_pairs), as a list."""
+    return list(islice(corpus_pairs(checkpoint, count), count))
+
+
+def corpus_summary(checkpoint: Checkpoint, count: int = SENTENCES, *, pairs: Sequence[tuple[str, str]] | None = None,
+                   cache: DiskCache | None = None, turn: Turn = nullcontext, digest: str | None = None
+                   ) -> CorpusSummary:
+    """The summary of `pairs` (default: the first `count` of the checkpoint's corpus), from `cache` (default: the
+    DiskCache of the environment) or computed and kept there. `digest`: the weights' model_digest, if known."""
+    pairs = corpus_pairs_list(checkpoint, count) if pairs is None else [tuple(pair) for pair in pairs]
+    if not pairs:
+        raise ValueError(f"{checkpoint.name}: no sentences to read")
+    cache = cache or DiskCache()
+    key = summary_key(checkpoint, pairs, digest)
+    arrays, value = cache.get(key, lambda: encode(summarise(checkpoint, pairs, turn)),
+                              lambda arrays, value: decode(checkpoint, key, arrays, value))
+    return decode(checkpoint, key, arrays, value)
+
+
+def tsne_picture(checkpoint: Checkpoint, summary: CorpusSummary, head: Head, *, cache: DiskCache | None = None,
+                 turn: Turn = nullcontext) -> pd.DataFrame:
+    """One head's queries and keys by scikit-learn's t-SNE (qk_space.project) over the summary's first sentences,
+    at most TSNE_POINTS points (whole sentences), cached beside the summary."""
+    cache = cache or DiskCache()
+    kind, layer, number = head
+    key = key_of("tsne", FORMAT, summary.key, list(head))
+
+    def build() -> tuple[Arrays, object]:
+        with turn():
+            data = queries_keys(checkpoint, kind, layer, number, summary.pairs[:summary.picture_sentences],
+                                max_points=TSNE_POINTS)
+        frame = projected(data, "tsne")
+        return ({"xy": frame[["x", "y"]].to_numpy(np.float32),
+                 "argmax": frame.loc[frame["side"] == "query", "argmax"].to_numpy(np.int32)},
+                {"sentences": len(data.pieces)})
+
+    def rebuilt(arrays: Arrays, value: object) -> pd.DataFrame:
+        sentences = int(value["sentences"])
+        _check(0 <= sentences <= summary.picture_sentences, "a t-SNE picture of its corpus")
+        sentence_pieces = _sentences(summary.pieces, kind, sentences)
+        queries = sum(len(q) for q, _ in sentence_pieces)
+        _check(arrays["xy"].shape == (queries + sum(len(k) for _, k in sentence_pieces), 2)
+               and arrays["argmax"].shape == (queries,) and bool(np.all(np.isfinite(arrays["xy"]))), "its points")
+        return _picture_frame(sentence_pieces, arrays["argmax"], arrays["xy"])
+
+    arrays, value = cache.get(key, build, lambda arrays, value: rebuilt(arrays, value))
+    return rebuilt(arrays, value)
+
+
+def _table(cache: DiskCache, key: str, build: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+    """A small table, cached as JSON rows (and its attrs)."""
+    def stored() -> tuple[Arrays, object]:
+        frame = build()
+        rows = [[None if isinstance(v, float) and math.isnan(v) else (v.item() if hasattr(v, "item") else v)
+                 for v in row] for row in frame.itertuples(index=False)]
+        return {}, {"columns": list(frame.columns), "rows": rows, "attrs": dict(frame.attrs)}
+
+    def rebuilt(value: object) -> pd.DataFrame:
+        columns = value["columns"]
+        _check(all(isinstance(name, str) for name in columns) and all(len(row) == len(columns)
+                                                                       for row in value["rows"]), "a table")
+        frame = pd.DataFrame(value["rows"], columns=columns)
+        frame.attrs.update(value["attrs"])
+        return frame
+
+    _, value = cache.get(key, stored, lambda arrays, value: rebuilt(value))
+    return rebuilt(value)
+
+
+def matched_heads(checkpoint: Checkpoint, other: Checkpoint, summary: CorpusSummary, *,
+                  cache: DiskCache | None = None, turn: Turn = nullcontext) -> pd.DataFrame:
+    """head_map.match_heads of two checkpoints of one vocabulary on the summary's pairs, cached."""
+    key = key_of("match", FORMAT, summary.key, model_digest(other.model))
+    return _table(cache or DiskCache(), key,
+                  lambda: match_heads(checkpoint, other, summary.pairs, turn=turn))
+
+
+def followed_head(checkpoint: Checkpoint, summary: CorpusSummary, head: Head, *, cache: DiskCache | None = None,
+                  turn: Turn = nullcontext) -> pd.DataFrame:
+    """head_map.follow_head of one head through the checkpoint's snapshots on the summary's pairs, cached (the
+    snapshots' names and steps are in the key: a new snapshot makes a new entry)."""
+    snapshots = [[snapshot["name"], snapshot.get("step")] for snapshot in checkpoint.card.snapshots]
+    key = key_of("follow", FORMAT, summary.key, list(head), snapshots)
+    return _table(cache or DiskCache(), key, lambda: follow_head(checkpoint, *head, summary.pairs, turn=turn))

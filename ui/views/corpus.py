@@ -1,0 +1,175 @@
+"""Across many inputs: a map of every head, one head's queries and keys over the corpus, heads matched across
+checkpoints and training snapshots, and feed-forward neurons' top examples. One corpus pass per checkpoint and
+corpus (ui.passes.summary), kept on disk; every picture here is read from it."""
+from __future__ import annotations
+
+import streamlit as st
+
+import viz
+from ui.page import Page
+from ui.shared import once
+from ui.state import draw, settle
+from ui.view import View
+from ui.widgets import aside, controls, head_picker, head_title, show_figure, table_height
+
+SENTENCES = 200  # inputs by default: a second or two on the shipped checkpoints
+MAX_SENTENCES = 1000  # the most the app reads (about 17 s for eng-fra on two cores); more: python -m transformer.corpus
+PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched heads", "neurons": "Neurons"}
+PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
+COLOURS = {"position": "Position", "side": "Query or key"}
+MAP_KEY, QK_KEY = "figure-head-map", "figure-queries-keys"
+
+
+def _corpus_name(page: Page) -> str:
+    task = page.card.task
+    return {"translate": "its dev split", "lm": "its held-out sentences"}.get(task, f"fresh {task} inputs")
+
+
+def open_head(kind: str, layer: int, head: int) -> None:
+    st.session_state.update(kind=kind, layer=layer, head=head, average=False, view="attention")
+
+
+def open_clicked_head() -> None:
+    """A click on the map: open that head (the point's customdata: kind, layer, head) in the Attention view."""
+    for point in st.session_state[MAP_KEY]["selection"]["points"]:
+        kind, layer, head = (point.get("customdata") or [None] * 3)[:3]
+        if kind is not None:
+            open_head(str(kind), int(layer), int(head))
+            return
+
+
+def open_clicked_sentence(pairs, head: tuple[str, int, int]) -> None:
+    """A click on a query or key: open its sentence in the Attention view at this head, teacher-forced on the
+    reference the picture was computed on (a language model's sentence is its input)."""
+    for point in st.session_state[QK_KEY]["selection"]["points"]:
+        data = point.get("customdata") or []
+        if data and 0 <= int(data[0]) < len(pairs):
+            source, reference = pairs[int(data[0])]
+            st.session_state.update(text=source or reference, target=reference if source else "")
+            open_head(*head)
+            return
+
+
+def render(page: Page) -> None:
+    row = controls("corpus-view")
+    count = int(row.number_input("Inputs", min_value=10, max_value=MAX_SENTENCES, value=SENTENCES, step=50,
+                                 key="summary_count", help=f"Read from {_corpus_name(page)}, teacher-forced on the "
+                                 "reference; more than a thousand: python -m transformer.corpus cache"))
+    part = draw(row.segmented_control, "Show", "corpus_part", list(PARTS), format_func=PARTS.get, required=True,
+                persist_state="session", **({"label_visibility": "collapsed"} if page.lecture else {}))
+    unavailable = page.corpus_unavailable()
+    if unavailable:
+        st.info(f"Not on this server: {unavailable}. `python -m transformer.corpus cache CHECKPOINT --data CORPUS` "
+                "reads a corpus of your own into the cache (docs/methods.md).")
+        return
+    asked = st.session_state.get("summary_asked") == (page.path, page.version, count)
+    if not asked and not page.summary_on_disk(count):
+        row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
+                   args=("summary_asked", (page.path, page.version, count)))
+        st.caption(f"Reads {count} of {_corpus_name(page)} once (a few seconds; kept on this server for every "
+                   "session), then draws every head's place on a map, each head's queries and keys, heads matched "
+                   "across checkpoints and snapshots, and neurons' top examples.")
+        return
+    bar = st.empty()
+    found = page.summary(count, lambda done: bar.progress(done, text=f"Reading {count} inputs…"))
+    bar.empty()
+    if found.error:
+        st.error(found.error)
+        return
+    summary = found.summary
+    {"map": head_map, "qk": queries_keys, "match": matched, "neurons": neurons}[part](page, count, summary)
+
+
+def head_map(page: Page, count: int, summary) -> None:
+    frame = page.head_map(count)
+    fig = once(viz.head_map_figure, frame, title=f"Every head of {page.name}, over {len(summary.pairs)} inputs",
+               theme=page.theme)
+    show_figure(page, fig, "head-map", key=MAP_KEY, on_select=open_clicked_head, selection_mode="points")
+    aside(viz.MAP_CAPTION + " Click a head to open it in the Attention view.")
+    roles = frame[frame["role"] != ""][["kind", "layer", "head", "role"]]
+    if not page.lecture and len(roles):
+        st.caption("Roles: " + "; ".join(f"{head_title(kind, layer, head)}: {role}"
+                                         for kind, layer, head, role in roles.itertuples(index=False)) + ".")
+
+
+def queries_keys(page: Page, count: int, summary) -> None:
+    row = controls("queries-keys")
+    kind, layer, head = head_picker(page, row=row)
+    method = draw(row.segmented_control, "Projection", "projection", list(PROJECTIONS), format_func=PROJECTIONS.get,
+                  required=True, persist_state="session", help="PCA: the two directions of most variance, instant. "
+                  "t-SNE (scikit-learn): keeps each point's neighbours, computed once per head (seconds).")
+    colour = draw(row.segmented_control, "Colour", "qk_colour", list(COLOURS), format_func=COLOURS.get,
+                  required=True, persist_state="session")
+    frame, share = page.queries_keys(count, (kind, layer, head), method)
+    sentences = int(frame["sentence"].max()) + 1 if len(frame) else 0
+    fig = once(viz.queries_keys_figure, frame, colour_by=colour,
+               title=f"{head_title(kind, layer, head)}: queries and keys of {sentences} inputs ({PROJECTIONS[method]})",
+               theme=page.theme)
+    show_figure(page, fig, "queries-keys", key=QK_KEY, on_select=lambda: open_clicked_sentence(summary.pairs,
+                                                                                               (kind, layer, head)),
+                selection_mode="points")
+    aside(f"Every token of {sentences} inputs twice: as a query (circle) and as a key (diamond). Keys are moved to "
+          "the queries' mean and both scaled to one mean length (AttentionViz), which keeps each query's order of "
+          f"keys, so a query lies near the keys it scores highly. Here {share:.0%} of the queries have the key they "
+          "attend to most as their nearest key of their sentence. Click a point to open its sentence at this head.")
+
+
+def matched(page: Page, count: int, summary) -> None:
+    row = controls("matched")
+    snapshots = page.snapshot_names
+    others = page.comparable_checkpoints()
+    options = (["snapshots"] if snapshots else []) + others
+    if not options:
+        st.info(f"{page.name} has no training snapshots and no other checkpoint here reads its vocabulary: there is "
+                "nothing to match its heads with.")
+        return
+    settle("match_with", options, options[0])
+    against = row.selectbox("Match with", options, key="match_with",
+                            format_func=lambda o: "its training snapshots" if o == "snapshots" else o)
+    if against == "snapshots":
+        kind, layer, head = head_picker(page, row=row)
+        table = page.followed_head(count, (kind, layer, head))
+        st.dataframe(table, hide_index=True, key="followed-head", height=table_height(page),
+                     column_config={column: st.column_config.NumberColumn(format="%.3f")
+                                    for column in table.select_dtypes("float").columns if column != "step"})
+        statistic = table.attrs.get("statistic", "")
+        first = table[table["first_above"]]
+        found = (f" Its {statistic} first passes 0.4 at {first['snapshot'].iloc[0]}." if len(first)
+                 else f" Its {statistic} never passes 0.4." if statistic else " It has no role at the final weights.")
+        aside(f"{head_title(kind, layer, head)} of the final weights, matched in each snapshot to the head that "
+              "attends most alike on the same inputs (one-to-one within each kind, least summed Jensen-Shannon "
+              "divergence)." + found)
+        return
+    try:
+        table = page.matched_heads(count, against)
+    except ValueError as error:
+        st.info(str(error))
+        return
+    fig = once(viz.head_matching_figure, table, names=(page.name, against),
+               title=f"Heads of {page.name} matched to {against}", theme=page.theme)
+    show_figure(page, fig, "head-matching")
+    aside("Each head matched to the one of the other checkpoint that attends most alike on the same inputs "
+          "(one-to-one within each kind, least summed Jensen-Shannon divergence); the more alike, the darker the line.")
+    if not page.lecture:
+        st.dataframe(table, hide_index=True, key="matched-heads", column_config={
+            "divergence": st.column_config.NumberColumn(format="%.3f")})
+
+
+def neurons(page: Page, count: int, summary) -> None:
+    row = controls("neurons")
+    layers = list(summary.neurons)
+    settle("neuron_layer", range(len(layers)), 0)
+    index = row.selectbox("Layer", range(len(layers)), key="neuron_layer",
+                          format_func=lambda i: f"{layers[i][0]} layer {layers[i][1]}")
+    examples = summary.neurons[layers[index]]
+    width = int(examples["neuron"].max()) + 1 if len(examples) else 1
+    neuron = int(row.number_input("Neuron", min_value=0, max_value=width - 1, value=0, key="corpus_neuron"))
+    table = viz.neuron_examples_table(examples[examples["neuron"] == neuron])
+    st.dataframe(table, hide_index=True, key="neuron-examples", height=table_height(page),
+                 column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
+    aside(f"The tokens of {len(summary.pairs)} inputs on which neuron {neuron} of the {layers[index][0]}'s layer "
+          f"{layers[index][1]} feed-forward network fires most (after its activation function), each in its "
+          "sentence. The Inside view shows the same neurons on this page's input.")
+
+
+VIEW = View("corpus", "Across inputs", render)
