@@ -30,6 +30,9 @@ from transformer.data.tasks import REVERSE_ALPHABET
 # Every figure the tests build is also validated by plotly.py and must give the same JSON (viz.theme.themed_figure);
 # the app servers the browser tests start inherit it.
 os.environ["ATLAS_VALIDATE_FIGURES"] = "1"
+# The corpus summaries the tests compute, and the app servers they start, go to a disk cache of their own: cold at
+# the start of every run, and never the user's.
+os.environ["ATLAS_CACHE"] = tempfile.mkdtemp(prefix="atlas-test-cache-")
 CACHE = Path(tempfile.gettempdir()) / "attention-atlas-test-checkpoints"
 
 

@@ -19,11 +19,11 @@ from transformer.analysis.corpus_heads import (
     STATISTICS,
     attention_statistics,
     corpus_pairs,
-    main,
     rank_heads,
     run,
     top_sentences,
 )
+from transformer.corpus import main
 from viz.stats import head_statistics
 
 ROOT = Path(__file__).parents[1]

@@ -556,9 +556,12 @@ def summary_pairs(path: str, version: int, count: int) -> tuple[tuple[str, str],
 
 def summary_on_disk(path: str, version: int, count: int) -> bool:
     """Whether the summary of `count` inputs is in the disk cache already (computed by another session, an earlier
-    run of the server, or `python -m transformer.corpus cache`)."""
-    key = corpus_summary.summary_key(load(path, version).checkpoint, summary_pairs(path, version, count),
-                                     weights_digest(path, version))
+    run of the server, or `python -m transformer.corpus cache`); where the card's corpus is not on this machine,
+    the summary last kept for these weights (a corpus of one's own)."""
+    checkpoint, digest = load(path, version).checkpoint, weights_digest(path, version)
+    if corpus_heads.corpus_unavailable(checkpoint):
+        return corpus_summary.latest_summary_key(DiskCache(), digest, count) is not None
+    key = corpus_summary.summary_key(checkpoint, summary_pairs(path, version, count), digest)
     return DiskCache().path(key).exists()
 
 
@@ -582,11 +585,16 @@ def _corpus_turns(checkpoint: Checkpoint, count: int) -> Callable[[], contextlib
 
 @expiring(KEPT_FOR, max_entries=8, spinner="Reading the corpus…")
 def summary(path: str, version: int, count: int) -> Summary:
-    """The checkpoint's corpus summary of `count` inputs, from the disk cache or computed (and kept there)."""
-    checkpoint = load(path, version).checkpoint
+    """The checkpoint's corpus summary of `count` inputs, from the disk cache or computed (and kept there); where
+    the card's corpus is not on this machine, the summary last kept for these weights, if any."""
+    checkpoint, digest = load(path, version).checkpoint, weights_digest(path, version)
+    unavailable = corpus_heads.corpus_unavailable(checkpoint)
+    if unavailable:
+        found = corpus_summary.latest_summary(checkpoint, count, digest=digest)
+        return Summary("", found) if found else Summary(f"Not on this server: {unavailable}.")
     try:
         pairs = summary_pairs(path, version, count)
-        return Summary("", corpus_summary.corpus_summary(checkpoint, pairs=pairs, digest=weights_digest(path, version),
+        return Summary("", corpus_summary.corpus_summary(checkpoint, pairs=pairs, digest=digest,
                                                          turn=_corpus_turns(checkpoint, len(pairs))))
     except (OSError, ValueError) as error:  # a corpus file that went missing, an empty corpus
         return Summary(f"The corpus could not be read: {error}")

@@ -120,6 +120,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "corrupt": (typed_text, None),
     "patch_position": (int, 0),
     "corpus_stat": (str, "previous_share"),
+    "summary_count": (int, 200),  # Across inputs: the inputs read
     "corpus_part": (str, "map"),  # Across inputs: the map of heads, queries and keys, matched heads or neurons
     "projection": (str, "pca"),
     "qk_colour": (str, "position"),

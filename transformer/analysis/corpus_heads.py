@@ -14,12 +14,9 @@ single process writes.
 """
 from __future__ import annotations
 
-import argparse
 import heapq
-import os
 import random
 import resource
-import time
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
@@ -253,47 +250,3 @@ def top_sentences(path: str | Path, kind: str, layer: int, head: int, statistic:
 def peak_memory_mib() -> float:
     """This process's peak resident memory (Linux reports kibibytes)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m transformer.corpus", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="statistics of every sentence to Parquet")
-    run_parser.add_argument("checkpoint")
-    run_parser.add_argument("--out", required=True)
-    run_parser.add_argument("--count", type=int, help="at most this many sentences (synthetic tasks: default 1000)")
-    run_parser.add_argument("--data", nargs="+", metavar="[NAME=]PATH[,TARGET]",
-                            help="translation corpora, if not where the card says")
-    run_parser.add_argument("--batch-size", type=int, default=64, help="sentences per chunk (one row group each)")
-    run_parser.add_argument("--threads", type=int, default=1)
-    rank_parser = commands.add_parser("rank", help="heads by a statistic's mean over the corpus")
-    rank_parser.add_argument("parquet")
-    rank_parser.add_argument("--statistic", default="previous_share", choices=list(STATISTICS))
-    rank_parser.add_argument("--top", type=int, default=10)
-    top_parser = commands.add_parser("top", help="sentences where one head's statistic is highest")
-    top_parser.add_argument("parquet")
-    top_parser.add_argument("--head", required=True, help="kind.layer.head, e.g. decoder.self_attn.1.2")
-    top_parser.add_argument("--statistic", default="previous_share", choices=list(STATISTICS))
-    top_parser.add_argument("--top", type=int, default=10)
-    args = parser.parse_args(argv)
-
-    if args.command == "rank":
-        print(rank_heads(args.parquet, args.statistic).head(args.top).to_string(index=False))
-    elif args.command == "top":
-        kind, layer, head = args.head.rsplit(".", 2)
-        frame = top_sentences(args.parquet, kind, int(layer), int(head), args.statistic, args.top)
-        print(frame.to_string(index=False))
-    else:
-        torch.set_num_threads(args.threads)
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if distributed:
-            dist.init_process_group("gloo")
-        checkpoint = Checkpoint(args.checkpoint)
-        start = time.perf_counter()
-        sentences = run(checkpoint, args.out, corpus_pairs(checkpoint, args.count, args.data), args.batch_size)
-        print(f"rank {dist.get_rank() if distributed else 0}: {sentences} sentences in "
-              f"{time.perf_counter() - start:.1f} s, peak memory {peak_memory_mib():.0f} MiB", flush=True)
-        if distributed:
-            dist.destroy_process_group()
-

@@ -230,11 +230,46 @@ def corpus_summary(checkpoint: Checkpoint, count: int = SENTENCES, *, pairs: Seq
     pairs = corpus_pairs_list(checkpoint, count) if pairs is None else [tuple(pair) for pair in pairs]
     if not pairs:
         raise ValueError(f"{checkpoint.name}: no sentences to read")
-    cache = cache or DiskCache()
+    cache, digest = cache or DiskCache(), digest or model_digest(checkpoint.model)
     key = summary_key(checkpoint, pairs, digest)
     arrays, value = cache.get(key, lambda: encode(summarise(checkpoint, pairs, turn)),
                               lambda arrays, value: decode(checkpoint, key, arrays, value))
+    cache.write(_latest_key(digest, len(pairs)), {}, {"summary": key})
     return decode(checkpoint, key, arrays, value)
+
+
+def _latest_key(digest: str, count: int) -> str:
+    return key_of("latest-corpus-summary", FORMAT, digest, count)
+
+
+def latest_summary_key(cache: DiskCache, digest: str, count: int) -> str | None:
+    """The key of the summary of `count` pairs last kept for the weights of `digest`, whatever corpus it read; None
+    if there is none (or its pointer cannot be trusted: it is then deleted)."""
+    pointer = cache.read(_latest_key(digest, count))
+    key = pointer[1].get("summary") if pointer is not None and isinstance(pointer[1], dict) else None
+    if isinstance(key, str) and len(key) == 40 and all(c in "0123456789abcdef" for c in key) \
+            and cache.path(key).exists():
+        return key
+    if pointer is not None:
+        cache.discard(_latest_key(digest, count))
+    return None
+
+
+def latest_summary(checkpoint: Checkpoint, count: int, *, cache: DiskCache | None = None,
+                   digest: str | None = None) -> CorpusSummary | None:
+    """The summary of `count` pairs last kept for these weights, whatever corpus it read (a corpus of one's own
+    summarised by `python -m transformer.corpus cache --data`, where the card's corpus is not on this machine); None
+    if there is none, or it cannot be trusted."""
+    cache, digest = cache or DiskCache(), digest or model_digest(checkpoint.model)
+    key = latest_summary_key(cache, digest, count)
+    entry = None if key is None else cache.read(key)
+    if entry is None:
+        return None
+    try:
+        return decode(checkpoint, key, *entry)
+    except (ValueError, KeyError, TypeError, IndexError):
+        cache.discard(key)
+        return None
 
 
 def tsne_picture(checkpoint: Checkpoint, summary: CorpusSummary, head: Head, *, cache: DiskCache | None = None,

@@ -12,7 +12,7 @@ from ui.state import draw, settle
 from ui.view import View
 from ui.widgets import aside, controls, head_picker, head_title, show_figure, table_height
 
-SENTENCES = 200  # inputs by default: a second or two on the shipped checkpoints
+MIN_SENTENCES = 10
 MAX_SENTENCES = 1000  # the most the app reads (about 17 s for eng-fra on two cores); more: python -m transformer.corpus
 PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched heads", "neurons": "Neurons"}
 PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
@@ -52,18 +52,20 @@ def open_clicked_sentence(pairs, head: tuple[str, int, int]) -> None:
 
 def render(page: Page) -> None:
     row = controls("corpus-view")
-    count = int(row.number_input("Inputs", min_value=10, max_value=MAX_SENTENCES, value=SENTENCES, step=50,
-                                 key="summary_count", help=f"Read from {_corpus_name(page)}, teacher-forced on the "
-                                 "reference; more than a thousand: python -m transformer.corpus cache"))
+    settle("summary_count", range(MIN_SENTENCES, MAX_SENTENCES + 1))
+    count = int(row.number_input("Inputs", min_value=MIN_SENTENCES, max_value=MAX_SENTENCES, step=50,
+                                 key="summary_count", persist_state="session",
+                                 help=f"Read from {_corpus_name(page)}, teacher-forced on the reference; more than a "
+                                 "thousand: python -m transformer.corpus cache"))
     part = draw(row.segmented_control, "Show", "corpus_part", list(PARTS), format_func=PARTS.get, required=True,
                 persist_state="session", **({"label_visibility": "collapsed"} if page.lecture else {}))
-    unavailable = page.corpus_unavailable()
-    if unavailable:
-        st.info(f"Not on this server: {unavailable}. `python -m transformer.corpus cache CHECKPOINT --data CORPUS` "
-                "reads a corpus of your own into the cache (docs/methods.md).")
+    unavailable, on_disk = page.corpus_unavailable(), page.summary_on_disk(count)
+    if unavailable and not on_disk:
+        st.info(f"Not on this server: {unavailable}. `python -m transformer.corpus cache CHECKPOINT --count {count} "
+                "--data CORPUS` reads a corpus of your own into this server's cache (docs/methods.md).")
         return
     asked = st.session_state.get("summary_asked") == (page.path, page.version, count)
-    if not asked and not page.summary_on_disk(count):
+    if not asked and not on_disk:
         row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
                    args=("summary_asked", (page.path, page.version, count)))
         st.caption(f"Reads {count} of {_corpus_name(page)} once (a few seconds; kept on this server for every "

@@ -1,0 +1,155 @@
+"""The Across inputs view as a user meets it (AppTest): nothing runs until asked; then every picture is the library's
+on the same corpus; a summary already on disk (another session, a restart, `python -m transformer.corpus cache`)
+opens without asking and without running the model; a corpus this server lacks is named, and a summary of one's own
+corpus is used instead."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui.passes
+import ui.shared
+import viz
+from helpers import LOADABLE, ROOT
+from transformer import corpus as corpus_command
+from transformer import load_checkpoint
+from transformer.analysis import corpus_summary as summaries
+from transformer.analysis.head_map import match_heads
+from transformer.analysis.qk_space import nearest_keys
+from transformer.io.disk_cache import DiskCache
+
+pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
+COUNT = 24
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figure(at: AppTest, index: int = 0) -> dict:
+    return json.loads(at.get("plotly_chart")[index].proto.spec)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A disk cache of this test's own, and no summary in memory: each test starts as a fresh server."""
+    monkeypatch.setenv("ATLAS_CACHE", str(tmp_path / "cache"))
+    ui.shared.clear()
+    yield DiskCache(tmp_path / "cache")
+    ui.shared.clear()
+
+
+@pytest.fixture
+def opened(app, cache):
+    """The view on the first test checkpoint, COUNT inputs asked for and read."""
+    at = ok(app(view="corpus"))
+    assert not at.get("plotly_chart")  # nothing runs until asked
+    at.number_input(key="summary_count").set_value(COUNT).run()
+    at.button(key="summary-run").click().run()
+    return ok(at)
+
+
+@pytest.fixture
+def expected(app_checkpoints):
+    checkpoint = load_checkpoint(app_checkpoints / LOADABLE[0])
+    return checkpoint, summaries.summarise(checkpoint, summaries.corpus_pairs_list(checkpoint, COUNT))
+
+
+def points(trace: dict) -> list:
+    return [tuple(data) + (round(x, 5), round(y, 5)) for data, x, y in zip(trace["customdata"], trace["x"], trace["y"])]
+
+
+def test_the_map_is_the_librarys_on_the_same_inputs(opened, expected):
+    _, summary = expected
+    frame = summary.map()
+    drawn = sorted(point for trace in figure(opened)["data"] if trace.get("customdata") for point in points(trace))
+    assert drawn == sorted((kind, int(layer), int(head), round(x, 5), round(y, 5))
+                           for kind, layer, head, x, y in frame[["kind", "layer", "head", "x", "y"]].itertuples(
+                               index=False))
+    assert f"over {COUNT} inputs" in figure(opened)["layout"]["title"]["text"]
+
+
+def test_the_queries_and_keys_are_the_librarys_pca_picture(opened, expected):
+    _, summary = expected
+    opened.session_state["corpus_part"] = "qk"
+    at = ok(opened.run())
+    kind, layer, head = at.session_state["kind"], at.session_state["layer"], at.session_state["head"]
+    picture = summary.pictures[(kind, layer, head)]
+    traces = [trace for trace in figure(at)["data"] if trace.get("customdata")]
+    drawn = sorted((s, p, side, round(x, 4), round(y, 4)) for trace in traces
+                   for (s, p, side), x, y in zip(trace["customdata"], trace["x"], trace["y"]))
+    assert drawn == sorted((int(s), int(p), side, round(x, 4), round(y, 4)) for s, p, side, x, y in
+                           picture[["sentence", "position", "side", "x", "y"]].itertuples(index=False))
+    queries = picture[picture["side"] == "query"]
+    nearest = nearest_keys(picture, causal=kind == "decoder.self_attn")
+    share = (nearest.reindex(queries.index) == queries["argmax"]).mean()
+    assert any(f"Here {share:.0%} of the queries" in caption.value for caption in at.caption)
+
+
+def test_the_neurons_table_is_the_librarys(opened, expected):
+    _, summary = expected
+    opened.session_state["corpus_part"] = "neurons"
+    at = ok(opened.run())
+    at.number_input(key="corpus_neuron").set_value(7).run()
+    examples = summary.neurons[("encoder", 0)]
+    shown = ok(at).dataframe[0].value
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True),
+                                  viz.neuron_examples_table(examples[examples["neuron"] == 7]), check_exact=False,
+                                  rtol=1e-5)
+
+
+def test_heads_are_matched_with_a_twin_and_followed_through_snapshots(opened, expected, app_checkpoints):
+    checkpoint, summary = expected
+    opened.session_state["corpus_part"] = "match"
+    at = ok(opened.run())
+    options = at.selectbox(key="match_with").options
+    assert LOADABLE[1] in options
+    at.selectbox(key="match_with").set_value(LOADABLE[1]).run()
+    matched = ok(at).dataframe[0].value
+    twin = load_checkpoint(app_checkpoints / LOADABLE[1])
+    library = match_heads(checkpoint, twin, summary.pairs)
+    pd.testing.assert_frame_equal(matched.reset_index(drop=True), library, check_exact=False, rtol=1e-6)
+    assert len(figure(at)["data"]) > len(library)  # a line per match, and the two columns of heads
+    if checkpoint.card.snapshots:
+        at.selectbox(key="match_with").set_value("snapshots").run()
+        followed = ok(at).dataframe[0].value
+        assert list(followed["snapshot"]) == [s["name"] for s in checkpoint.card.snapshots] + ["final"]
+
+
+def test_a_summary_on_disk_opens_without_asking_or_running_the_model(app, opened, monkeypatch):
+    ui.shared.clear()  # a restarted server: nothing in memory, the disk cache kept
+    monkeypatch.setattr(summaries, "summarise", lambda *a, **k: pytest.fail("the summary was computed again"))
+    at = ok(app(view="corpus", summary_count=str(COUNT)))
+    assert at.get("plotly_chart") and not [b for b in at.button if b.key == "summary-run"]
+
+
+def test_the_cache_command_writes_what_the_app_opens_at_once(app, cache, app_checkpoints, capsys):
+    corpus_command.main(["cache", str(app_checkpoints / LOADABLE[0]), "--count", "12", "--cache", str(cache.folder)])
+    assert "12 sentences summarised" in capsys.readouterr().out
+    assert cache.entries()
+    at = ok(app(view="corpus", summary_count="12", lecture="1"))
+    assert at.get("plotly_chart") and not [b for b in at.button if b.key == "summary-run"]
+
+
+def test_a_corpus_not_on_this_server_is_named_and_ones_own_summary_is_used(app, cache, tmp_path, monkeypatch):
+    root = tmp_path / "checkpoints"
+    shutil.copytree(ROOT / "checkpoints" / "eng-fra", root / "eng-fra", ignore=shutil.ignore_patterns("snapshots"))
+    card = json.loads((root / "eng-fra" / "card.json").read_text())
+    card["training"].update(data=["tatoeba=/nowhere/eng-fra.tsv"], dev_data=[])
+    card["snapshots"] = []
+    (root / "eng-fra" / "card.json").write_text(json.dumps(card))
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
+    at = ok(app(view="corpus", text="She is reading a book.", summary_count="10"))
+    assert any("Not on this server: its dev split is read from /nowhere/eng-fra.tsv" in info.value for info in at.info)
+    assert not at.get("plotly_chart")
+    checkpoint = load_checkpoint(root / "eng-fra")
+    own = [("The cat sleeps.", "Le chat dort."), ("I like tea.", "J'aime le thé.")] * 5
+    summaries.corpus_summary(checkpoint, pairs=own, cache=cache)  # as `cache --data OWN.tsv --count 10` does
+    ui.shared.clear()
+    at = ok(app(view="corpus", text="She is reading a book.", summary_count="10"))
+    assert "over 10 inputs" in figure(at)["layout"]["title"]["text"]
