@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from deploy.server import ROOT, ServerError, streamlit_server
 from helpers import checkpoints_folder
 from ui.analysis import KIND_LABELS
 from ui.screen import LECTURE_TOP_PX
+from ui.state import URL_STATE
 from ui.views import VIEWS
 from ui.warnings import worded
 
@@ -115,6 +117,9 @@ def test_every_view_in_a_browser(server, tmp_path):
                 wait_for_rerun(page)
                 if view.key == "ablation":  # nothing switched off yet: it asks for heads, then shows outputs
                     page.get_by_text("Pick heads", exact=False).first.wait_for()
+                elif view.key == "corpus":  # nothing read yet: it asks, then draws the map of heads
+                    page.get_by_role("button", name=re.compile(r"^Read \d+ inputs$")).click()
+                    page.wait_for_selector(".st-key-wide-figure-head-map .js-plotly-plot")
                 else:
                     page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
                 if view.key == "decoding":  # step forward as a lecturer would: the step's candidates follow
@@ -219,7 +224,7 @@ LECTURE_FONT_PX = 12  # a projector's smallest token label
 # than 12 px labels allow in 688 px), and the figures under the main one.
 LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
                        "compare-inputs", "decoding", "attribution", "positional", "headview", "patching", "training",
-                       "heads")
+                       "heads", "corpus", "corpus-queries-keys")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
@@ -227,7 +232,11 @@ MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 
 
 @pytest.fixture(scope="module")
 def shipped_server(tmp_path_factory):
-    """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it."""
+    """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it, eng-fra's corpus summary
+    written into its disk cache ahead of time (python -m transformer.corpus cache), as a server's admin would."""
+    from transformer.corpus import main as corpus_command
+
+    corpus_command(["cache", str(ROOT / "checkpoints" / "eng-fra"), "--count", str(URL_STATE["summary_count"][1])])
     log = tmp_path_factory.mktemp("server") / "streamlit.log"
     try:
         with streamlit_server(ROOT / "checkpoints", log) as (url, _):
@@ -461,6 +470,72 @@ def test_compare_two_shipped_checkpoints_draws_a_minus_b(shipped_server, browser
     assert not label_problems("compare-checkpoints", result, "x", len("attention42") + 1)
 
 
+# A point of a scatter (the first point of the first trace with customdata) in the window's pixels, and its customdata.
+POINT_JS = """(name) => { const gd = document.querySelector(`.st-key-wide-${name} .js-plotly-plot`);
+  const box = gd.getBoundingClientRect(), full = gd._fullLayout;
+  const trace = gd._fullData.find(t => t.customdata && t.customdata.length);
+  return {x: box.left + full.xaxis._offset + full.xaxis.l2p(trace.x[0]),
+          y: box.top + full.yaxis._offset + full.yaxis.l2p(trace.y[0]), data: trace.customdata[0]}; }"""
+
+
+def test_across_inputs_reads_once_and_a_click_opens_the_head_or_the_sentence(shipped_server, browser):
+    """On reverse: nothing runs until asked; then a click on a head of the map opens that head in the Attention view,
+    and a click on a query of the queries-and-keys picture opens its sentence there, teacher-forced on the reference
+    the picture was computed on; every part draws, on a laptop and in lecture mode (screenshots in
+    $ATLAS_SCREENSHOTS)."""
+    from transformer import load_checkpoint
+    from transformer.analysis.corpus_summary import corpus_pairs_list
+
+    pairs = corpus_pairs_list(load_checkpoint(ROOT / "checkpoints" / "reverse"), 60)
+    folder = screenshots()
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.set_default_timeout(RUN_S * 1000)
+    try:
+        link = {"checkpoint": "reverse", "view": "corpus", "summary_count": "60"}
+        page.goto(shipped_server + "?" + urllib.parse.urlencode(link))
+        page.get_by_role("button", name="Read 60 inputs").click()
+        with named_case(page, "the map of heads"):
+            page.wait_for_selector(".st-key-wide-figure-head-map .js-plotly-plot")
+            wait_for_rerun(page, settle_s=0.5)
+        screenshot(page, folder, "corpus-map")
+        point = page.evaluate(POINT_JS, "figure-head-map")
+        page.mouse.click(point["x"], point["y"])
+        kind, layer, head = point["data"]
+        page.wait_for_url(lambda url: "view=attention" in url)
+        opened = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+        assert (opened["kind"], opened["layer"], opened["head"]) == ([kind], [str(layer)], [str(head)])
+
+        page.goto(shipped_server + "?" + urllib.parse.urlencode(
+            {**link, "corpus_part": "qk", "kind": "decoder.cross_attn", "layer": "1", "head": "0"}))
+        with named_case(page, "queries and keys"):
+            page.wait_for_selector(".st-key-wide-figure-queries-keys .js-plotly-plot")
+            wait_for_rerun(page, settle_s=0.5, start_s=0)
+        assert "of the queries have the key they attend to most as their nearest key" in page.inner_text("body")
+        screenshot(page, folder, "corpus-queries-keys")
+        point = page.evaluate(POINT_JS, "figure-queries-keys")
+        page.mouse.click(point["x"], point["y"])
+        page.wait_for_url(lambda url: "view=attention" in url)
+        opened = urllib.parse.parse_qs(urllib.parse.urlsplit(page.url).query)
+        source, reference = pairs[point["data"][0]]
+        assert opened["text"] == [source] and opened["target"] == [reference]
+        assert (opened["kind"], opened["layer"], opened["head"]) == (["decoder.cross_attn"], ["1"], ["0"])
+        wait_for_rerun(page, start_s=0)
+        assert "teacher-forced" in page.inner_text("body")
+
+        for screen, window in (("laptop", {"width": 1400, "height": 900}), ("lecture", {"width": 1280, "height": 720})):
+            page.set_viewport_size(window)
+            for part in ("map", "qk", "match", "neurons"):
+                params = {**link, "corpus_part": part, **({"lecture": "1"} if screen == "lecture" else {})}
+                page.goto(shipped_server + "?" + urllib.parse.urlencode(params))
+                with named_case(page, f"{screen} {part}"):
+                    page.wait_for_selector(".js-plotly-plot" if part != "neurons" else '[data-testid="stDataFrame"]')
+                    wait_for_rerun(page, settle_s=0.5, start_s=0)
+                assert not page.locator('[data-testid="stException"]').count(), (screen, part)
+                screenshot(page, folder, f"corpus-{screen}-{part}")
+    finally:
+        page.close()
+
+
 # ------------------------------------------------------------------------------------------ every view fits its screen
 
 # The acceptance of "every view fits the screen it is shown on": (case name, link parameters, inputs it is opened
@@ -482,6 +557,8 @@ FIT_CASES = [
     ("masks-padding", {"view": "masks", "pad_src": "4", "pad_tgt": "3"}, ("8", "64"), None),
     ("positional", {}, ("24",), None),
     ("heads", {}, ("8", "64"), None),
+    ("corpus", {}, ("8",), None),  # one input's length changes nothing: the pictures are of the corpus
+    ("corpus-queries-keys", {"view": "corpus", "corpus_part": "qk", "kind": "decoder.cross_attn"}, ("8",), None),
     ("ablation", {"ablate": "encoder.layers.0.self_attn:1,decoder.layers.1.cross_attn:2"}, ("24", "64"), None),
     ("training", {"kind": "decoder.cross_attn"}, ("8", "64"), None),
     ("attribution", {}, ("24", "64"), None),

@@ -241,23 +241,28 @@ def test_matching_a_checkpoint_against_itself_and_refusals(reverse, induction):
 
 def test_head_map_figure(reverse_map):
     fig = head_map_figure(reverse_map, title="<b>heads")
-    points = [trace for trace in fig.data if trace.customdata is not None]
-    assert sum(len(trace.x) for trace in points) == len(reverse_map)
-    for trace in points:
-        for (kind, layer, head), x, text in zip(trace.customdata, trace.x, trace.text):
+    layers = [trace for trace in fig.data if trace.customdata is not None and trace.legendgroup != "roles"]
+    assert sum(len(trace.x) for trace in layers) == len(reverse_map)
+    for trace in fig.data:
+        for (kind, layer, head), x in zip(trace.customdata or (), trace.x):
             row = reverse_map[(reverse_map["kind"] == kind) & (reverse_map["layer"] == layer)
                               & (reverse_map["head"] == head)].iloc[0]
-            assert x == pytest.approx(row["x"]) and text == row["role"]
-    assert "previous-token" in [text for trace in points for text in trace.text]
+            assert x == pytest.approx(row["x"])
+            if trace.legendgroup == "roles":  # a ring round each head of that role, named in the legend
+                assert trace.name == row["role"]
+    rings = {trace.name: len(trace.x) for trace in fig.data if trace.legendgroup == "roles"}
+    assert rings == reverse_map[reverse_map["role"] != ""]["role"].value_counts().to_dict()
+    assert "previous-token" in rings
+    assert not any(trace.text for trace in fig.data)  # no names beside points: close heads' would pile up
     assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.xaxis.showticklabels is False
     assert fig.layout.title.text == "&lt;b&gt;heads"
 
     odd = pd.DataFrame({"kind": ["<b>", "decoder.self_attn"], "layer": [0, 1], "head": [2, 0], "x": [0.0, 1.0],
                         "y": [0.0, 1.0], "role": ["<b>", ""], "previous_share": [np.nan, 0.5]})
     odd_fig = head_map_figure(odd)
-    texts = [text for trace in odd_fig.data if trace.text is not None for text in trace.text]
+    names = [trace.name for trace in odd_fig.data]
     hovers = " ".join(text for trace in odd_fig.data if trace.hovertext is not None for text in trace.hovertext)
-    assert "&lt;b&gt;" in texts and "<b>" not in texts
+    assert "&lt;b&gt;" in names and "<b>" not in names
     assert "&lt;b&gt; · L0 H2" in hovers and "<b>" not in hovers and "previous token: n/a" in hovers
     assert [trace.name for trace in odd_fig.data if trace.customdata is None] == ["&lt;b&gt; attention",
                                                                                  "decoder self attention"]

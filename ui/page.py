@@ -251,10 +251,19 @@ class Page:
         """One head's queries and keys over the corpus in 2-D, and the share of queries nearest their top key."""
         return passes.queries_keys_picture(self.path, self.version, count, head, method)
 
+    def neuron_examples(self, count: int, stack: str, layer: int, neuron: int) -> pd.DataFrame:
+        """One feed-forward neuron's top tokens over the corpus (viz.neuron_examples_table's rows)."""
+        examples = self.summary(count).summary.neurons[(stack, layer)]
+        return examples[examples["neuron"] == neuron]
+
     def matched_heads(self, count: int, other: str) -> pd.DataFrame:
         """This checkpoint's heads matched one-to-one to those of checkpoint `other` (one vocabulary)."""
         return passes.matched_heads(self.path, self.version, count, passes.checkpoint_path(other),
                                     passes.version_of(other))
+
+    def matched_snapshot(self, count: int, snapshot: str) -> pd.DataFrame:
+        """The final weights' heads matched one-to-one to those of training snapshot `snapshot`."""
+        return passes.matched_snapshot(self.path, self.version, count, snapshot)
 
     def followed_head(self, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
         """The head matched to `head` of the final weights in each training snapshot."""

@@ -631,6 +631,14 @@ def matched_heads(path: str, version: int, count: int, other_path: str, other_ve
                                         turn=_corpus_turns(checkpoint, 1))
 
 
+@expiring(KEPT_FOR, max_entries=16, spinner="Matching heads…")
+def matched_snapshot(path: str, version: int, count: int, snapshot: str) -> pd.DataFrame:
+    """The final weights' heads matched to those of one training snapshot, on the summary's corpus."""
+    checkpoint, model = load(path, version).checkpoint, load_snapshot(path, version, snapshot)
+    return corpus_summary.matched_heads(checkpoint, model, summary(path, version, count).summary,
+                                        turn=_corpus_turns(checkpoint, 1))
+
+
 @expiring(KEPT_FOR, max_entries=64, spinner="Following the head through the training snapshots…")
 def followed_head(path: str, version: int, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
     """One head of the final weights matched in each training snapshot, on the summary's corpus."""

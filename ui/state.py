@@ -124,6 +124,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "corpus_part": (str, "map"),  # Across inputs: the map of heads, queries and keys, matched heads or neurons
     "projection": (str, "pca"),
     "qk_colour": (str, "position"),
+    "match_snapshot": (str, None),
     "query": (int, 0),
     "inside_step": (int, 0),
     "neuron": (int, None),

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from .labels import safe_label
+from .layout import picture_height
 from .theme import Theme, themed
 
 KIND_NAMES = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
@@ -17,8 +18,9 @@ KIND_SYMBOLS = {"encoder.self_attn": "circle", "decoder.self_attn": "square", "d
 # Shown in a head's hover, where the table has them: the role statistics, then how spread its rows are.
 HOVER_STATISTICS = {"previous_share": "previous token", "induction_share": "induction", "diagonal_share": "diagonal",
                     "first_share": "first token", "eos_share": "end of sentence", "entropy": "entropy (nats)"}
-MAP_CAPTION = ("One point per head: heads that attend alike lie close. Colour is the layer, shape the kind; a role "
-               "is written beside the heads that have one. The axes have no units.")
+MAP_CAPTION = ("One point per head: heads that attend alike lie close. Colour is the layer, shape the kind, and a "
+               "ring marks a head's role (over 0.4 of its weight on that pattern). The axes have no units.")
+ROLE_COLOURS = ("#111111", "#b8860b", "#8b008b", "#008b8b", "#a0522d")  # rings: apart from the layers' fill colours
 MATCH_COLOUR = (31, 119, 180)  # the matches' lines: one hue, more opaque where the matched heads attend more alike
 MAX_DIVERGENCE = math.log(2)  # the Jensen-Shannon divergence's largest value (natural log)
 
@@ -61,26 +63,37 @@ def _empty(text: str, title: str, theme: Theme) -> go.Figure:
 
 def head_map_figure(frame: pd.DataFrame, *, title: str = "", theme: Theme = Theme()) -> go.Figure:
     """Every head of `frame` (head_map's table) a point at (x, y): colour = layer (a legend entry per layer), symbol =
-    kind (grey legend entries), its role written beside it where it has one; the hover names kind, layer, head, role
-    and the main statistics. Each point's customdata is [kind, layer, head], for a click to open that head. Equal
+    kind (grey legend entries), and a ring in its role's colour round each head that has one (a legend entry per
+    role: names written beside close points would pile up); the hover names kind, layer, head, role and the main
+    statistics. Each point's customdata is [kind, layer, head], for a click to open that head (a ring's too). Equal
     aspect and no tick labels: the map's axes have no units, only its distances mean something."""
     if frame.empty:
         return _empty("no heads to map", title, theme)
+    frame = frame.assign(role=frame["role"].fillna("") if "role" in frame.columns else "")
     traces = []
     for layer, heads in frame.groupby("layer", sort=True):
-        roles = heads["role"].fillna("") if "role" in heads.columns else pd.Series("", index=heads.index)
         traces.append(dict(
-            type="scatter", mode="markers+text", name=f"layer {int(layer)}",
+            type="scatter", mode="markers", name=f"layer {int(layer)}",
             x=heads["x"].to_numpy(dtype=float), y=heads["y"].to_numpy(dtype=float),
             marker=dict(symbol=[_symbol(kind) for kind in heads["kind"]]),
-            text=[safe_label(role) for role in roles], textposition="top center",
             customdata=[[str(kind), int(layer_), int(head)] for kind, layer_, head in
                         zip(heads["kind"], heads["layer"], heads["head"])],
-            hovertext=[_hover(row) for _, row in heads.assign(role=roles).iterrows()],
+            hovertext=[_hover(row) for _, row in heads.iterrows()],
             hovertemplate="%{hovertext}<extra></extra>"))
     traces += _kind_legend(frame["kind"].unique())
+    for index, (role, heads) in enumerate(frame[frame["role"] != ""].groupby("role", sort=False)):
+        traces.append(dict(
+            type="scatter", mode="markers", name=safe_label(role), legendgroup="roles",
+            x=heads["x"].to_numpy(dtype=float), y=heads["y"].to_numpy(dtype=float),
+            marker=dict(symbol="circle-open", size=theme.marker_size * 2.2,
+                        color=ROLE_COLOURS[index % len(ROLE_COLOURS)], line=dict(width=2.5)),
+            customdata=[[str(kind), int(layer_), int(head)] for kind, layer_, head in
+                        zip(heads["kind"], heads["layer"], heads["head"])],
+            hovertext=[_hover(row) for _, row in heads.iterrows()],
+            hovertemplate="%{hovertext}<extra></extra>"))
     axis = dict(showticklabels=False, showgrid=False, zeroline=False, ticks="")
-    layout = dict(xaxis=axis, yaxis=dict(axis, scaleanchor="x", scaleratio=1))
+    layout = dict(xaxis=axis, yaxis=dict(axis, scaleanchor="x", scaleratio=1), height=picture_height(theme),
+                  hovermode="closest")
     return themed(traces, layout, theme, title)
 
 

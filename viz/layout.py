@@ -30,9 +30,15 @@ COLOUR_BAR_TICK_CHARS = 5  # widest colour bar tick label we expect, e.g. "−0.
 # Plot pixels one figure may use before its tick fonts shrink, (width, height); lecture mode is for a 1280x720
 # projector, whose height the figure has to itself (the theme's height binds first), and wider as its fonts are bigger.
 BUDGET_PX = {False: (900, 640), True: (1100, 640)}
+PICTURE_HEIGHT = 560  # a map of points (heads, queries and keys) on a laptop: room for its spread
 MIN_PANEL_EM = 20  # a panel is never smaller than this many font sizes, so short inputs do not look like stamps
 
 _WIDE, _CAPITAL = set("mwMW@%"), 0.75
+
+
+def picture_height(theme: Theme) -> int:
+    """A map of points' height: the screen's in lecture mode (theme.height), PICTURE_HEIGHT otherwise."""
+    return theme.height or PICTURE_HEIGHT
 
 
 def text_px(text: str, font_size: float) -> float:

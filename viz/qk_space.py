@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from .labels import piece_text, safe_label
+from .layout import picture_height
 from .panels import colour_axis
 from .theme import Theme, themed
 
@@ -91,7 +92,8 @@ def queries_keys_figure(frame: pd.DataFrame, *, colour_by: str = "position", tit
                     marker=dict(symbol="square", color=colour, size=theme.marker_size))
                for value, colour in colours.items()]
     hidden = dict(showticklabels=False, ticks="", showgrid=False, zeroline=False)
-    layout = dict(xaxis=dict(hidden), yaxis=dict(hidden, scaleanchor="x", scaleratio=1), hovermode="closest")
+    layout = dict(xaxis=dict(hidden), yaxis=dict(hidden, scaleanchor="x", scaleratio=1), hovermode="closest",
+                  height=picture_height(theme))
     if scaled:
         values = frame[colour_by].astype(float).to_numpy()
         low, high = (float(np.nanmin(values)), float(np.nanmax(values))) if len(values) else (0.0, 1.0)

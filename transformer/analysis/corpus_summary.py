@@ -26,6 +26,7 @@ import pandas as pd
 
 from ..inference.translation import Checkpoint
 from ..io.disk_cache import Arrays, DiskCache, key_of, model_digest
+from ..model.model import Transformer
 from ..model.record import KIND_SIDES
 from .corpus_heads import STATISTICS, corpus_pairs
 from .head_map import BATCH_SIZE as PATTERN_BATCH
@@ -315,6 +316,11 @@ def _table(cache: DiskCache, key: str, build: Callable[[], pd.DataFrame]) -> pd.
         _check(all(isinstance(name, str) for name in columns) and all(len(row) == len(columns)
                                                                        for row in value["rows"]), "a table")
         frame = pd.DataFrame(value["rows"], columns=columns)
+        for column in columns:  # JSON's null back to NaN in a column of numbers
+            values = frame[column]
+            if values.isna().any() and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                                           for v in values):
+                frame[column] = values.astype(float)
         frame.attrs.update(value["attrs"])
         return frame
 
@@ -322,10 +328,11 @@ def _table(cache: DiskCache, key: str, build: Callable[[], pd.DataFrame]) -> pd.
     return rebuilt(value)
 
 
-def matched_heads(checkpoint: Checkpoint, other: Checkpoint, summary: CorpusSummary, *,
+def matched_heads(checkpoint: Checkpoint, other: Checkpoint | Transformer, summary: CorpusSummary, *,
                   cache: DiskCache | None = None, turn: Turn = nullcontext) -> pd.DataFrame:
-    """head_map.match_heads of two checkpoints of one vocabulary on the summary's pairs, cached."""
-    key = key_of("match", FORMAT, summary.key, model_digest(other.model))
+    """head_map.match_heads of the checkpoint and another of one vocabulary and shape (or a model, such as one of its
+    training snapshots) on the summary's pairs, cached."""
+    key = key_of("match", FORMAT, summary.key, model_digest(other.model if isinstance(other, Checkpoint) else other))
     return _table(cache or DiskCache(), key,
                   lambda: match_heads(checkpoint, other, summary.pairs, turn=turn))
 

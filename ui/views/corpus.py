@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
+from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.shared import once
 from ui.state import draw, settle
@@ -97,6 +98,7 @@ def head_map(page: Page, count: int, summary) -> None:
 def queries_keys(page: Page, count: int, summary) -> None:
     row = controls("queries-keys")
     kind, layer, head = head_picker(page, row=row)
+    row = controls("queries-keys-picture")  # a row of its own: beside the head picker it would cut the last head
     method = draw(row.segmented_control, "Projection", "projection", list(PROJECTIONS), format_func=PROJECTIONS.get,
                   required=True, persist_state="session", help="PCA: the two directions of most variance, instant. "
                   "t-SNE (scikit-learn): keeps each point's neighbours, computed once per head (seconds).")
@@ -118,9 +120,8 @@ def queries_keys(page: Page, count: int, summary) -> None:
 
 def matched(page: Page, count: int, summary) -> None:
     row = controls("matched")
-    snapshots = page.snapshot_names
     others = page.comparable_checkpoints()
-    options = (["snapshots"] if snapshots else []) + others
+    options = (["snapshots"] if page.snapshot_names else []) + others
     if not options:
         st.info(f"{page.name} has no training snapshots and no other checkpoint here reads its vocabulary: there is "
                 "nothing to match its heads with.")
@@ -129,32 +130,45 @@ def matched(page: Page, count: int, summary) -> None:
     against = row.selectbox("Match with", options, key="match_with",
                             format_func=lambda o: "its training snapshots" if o == "snapshots" else o)
     if against == "snapshots":
-        kind, layer, head = head_picker(page, row=row)
-        table = page.followed_head(count, (kind, layer, head))
-        st.dataframe(table, hide_index=True, key="followed-head", height=table_height(page),
-                     column_config={column: st.column_config.NumberColumn(format="%.3f")
-                                    for column in table.select_dtypes("float").columns if column != "step"})
-        statistic = table.attrs.get("statistic", "")
-        first = table[table["first_above"]]
-        found = (f" Its {statistic} first passes 0.4 at {first['snapshot'].iloc[0]}." if len(first)
-                 else f" Its {statistic} never passes 0.4." if statistic else " It has no role at the final weights.")
-        aside(f"{head_title(kind, layer, head)} of the final weights, matched in each snapshot to the head that "
-              "attends most alike on the same inputs (one-to-one within each kind, least summed Jensen-Shannon "
-              "divergence)." + found)
-        return
-    try:
-        table = page.matched_heads(count, against)
-    except ValueError as error:
-        st.info(str(error))
-        return
-    fig = once(viz.head_matching_figure, table, names=(page.name, against),
-               title=f"Heads of {page.name} matched to {against}", theme=page.theme)
+        snapshot = draw(row.selectbox, "Snapshot", "match_snapshot", list(page.snapshot_names),
+                        page.snapshot_names[0], format_func=page.snapshot_label)
+        table, names = page.matched_snapshot(count, snapshot), ("final", page.snapshot_label(snapshot))
+        followed = head_picker(page, row=controls("follow"))  # the head followed (and in lecture mode, its kind shown)
+    else:
+        try:
+            table, names = page.matched_heads(count, against), (page.name, against)
+        except ValueError as error:  # another shape: its heads cannot be matched one-to-one
+            st.info(str(error))
+            return
+        followed = head_picker(page, layer=False, row=controls("follow")) if page.lecture else None
+    title = f"Heads of {names[0]} matched to {names[1]}"
+    if page.lecture:  # one kind's heads: every kind's would run past a projector's height
+        kind = followed[0]
+        table, title = table[table["kind"] == kind], f"{KIND_LABELS[kind]} heads of {names[0]} matched to {names[1]}"
+    fig = once(viz.head_matching_figure, table, names=names, title=title, theme=page.theme)
     show_figure(page, fig, "head-matching")
-    aside("Each head matched to the one of the other checkpoint that attends most alike on the same inputs "
-          "(one-to-one within each kind, least summed Jensen-Shannon divergence); the more alike, the darker the line.")
-    if not page.lecture:
+    aside("Each head matched to the one of the other model that attends most alike on the same inputs (one-to-one "
+          "within each kind, least summed Jensen-Shannon divergence); the more alike, the darker the line.")
+    if against == "snapshots":
+        follow(page, count, followed)
+    elif not page.lecture:
         st.dataframe(table, hide_index=True, key="matched-heads", column_config={
             "divergence": st.column_config.NumberColumn(format="%.3f")})
+
+
+def follow(page: Page, count: int, head: tuple[str, int, int]) -> None:
+    """One head of the final weights followed back through the snapshots: a row per snapshot."""
+    table = page.followed_head(count, head)
+    table = table.drop(columns=[c for c in table.columns if table[c].isna().all()])  # cross-attention: no induction
+    st.dataframe(table, hide_index=True, key="followed-head", height=table_height(page),
+                 column_config={column: st.column_config.NumberColumn(format="%.3f")
+                                for column in table.select_dtypes("float").columns if column != "step"})
+    statistic = table.attrs.get("statistic", "")
+    first = table[table["first_above"]]
+    found = (f" Its {statistic} first passes 0.4 at {first['snapshot'].iloc[0]}." if len(first)
+             else f" Its {statistic} never passes 0.4." if statistic else " It has no role at the final weights.")
+    st.caption(f"{head_title(*head)} of the final weights followed back: in each snapshot, the head matched to it."
+               + found)
 
 
 def neurons(page: Page, count: int, summary) -> None:
@@ -166,7 +180,7 @@ def neurons(page: Page, count: int, summary) -> None:
     examples = summary.neurons[layers[index]]
     width = int(examples["neuron"].max()) + 1 if len(examples) else 1
     neuron = int(row.number_input("Neuron", min_value=0, max_value=width - 1, value=0, key="corpus_neuron"))
-    table = viz.neuron_examples_table(examples[examples["neuron"] == neuron])
+    table = viz.neuron_examples_table(page.neuron_examples(count, *layers[index], neuron)).drop(columns="neuron")
     st.dataframe(table, hide_index=True, key="neuron-examples", height=table_height(page),
                  column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
     aside(f"The tokens of {len(summary.pairs)} inputs on which neuron {neuron} of the {layers[index][0]}'s layer "

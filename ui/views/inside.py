@@ -167,8 +167,18 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
     show_figure(page, once(viz.inside.neuron_figure, activations[:, neuron], tokens, neuron,
                            title=f"neuron {neuron} over the input", theme=page.theme),
                 "inside-neuron")
+    count = st.session_state.summary_count
+    known = page.summary_on_disk(count)
+    if known:  # read already: the neuron's top tokens over the corpus, beside this input's
+        examples = viz.neuron_examples_table(page.neuron_examples(count, stack, layer, neuron))
+        st.dataframe(examples, hide_index=True, height="content" if page.lecture else "auto",
+                     column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
+        st.caption(f"Neuron {neuron}'s highest activations over {count} inputs of the corpus, each in its sentence "
+                   "(the Across inputs view).")
     st.dataframe(table, hide_index=True, height="content" if page.lecture else "auto")
-    st.caption(f"Each row: the {TOP_NEURONS} neurons most active at that token (activation after the non-linearity).")
+    st.caption(f"Each row: the {TOP_NEURONS} neurons most active at that token (activation after the non-linearity)."
+               + ("" if known else " The Across inputs view lists each neuron's top tokens "
+                  "over a corpus."))
 
 
 VIEW = View("inside", "Inside a head", render, beside=False)
