@@ -27,6 +27,7 @@ from . import (
     batching,
     browser,
     capture,
+    corpus,
     decoding,
     gpu,
     lecture_deck,
@@ -54,6 +55,7 @@ FIGURES = {
     "hall": batching.hall,  # a hall typing its own sentences at once, batching on and off (benchmarks.load --hall)
     "gpu": gpu.measure,  # the 256-token model view's model work on a GPU, where there is one
     "smollm": smollm.measure,  # a random model of SmolLM2-135M's shape: Enter, model view, capture, server memory
+    "corpus": corpus.measure,  # the Across inputs view's corpus summary: computed, read back, each picture from it
 }
 UNITS = {"×": "{:.2f}×", "s": "{:.3f} s", "MB": "{:.1f} MB", "B": "{:,.0f} B", "": "{:g}"}
 

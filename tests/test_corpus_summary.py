@@ -8,13 +8,14 @@ import math
 import os
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from helpers import ROOT
 from transformer.analysis import corpus_summary as summaries
 from transformer.analysis.corpus_summary import corpus_summary, decode, encode, summarise, summary_key, tsne_picture
-from transformer.analysis.qk_space import nearest_keys
+from transformer.analysis.qk_space import nearest_keys, projected, queries_keys, top_neuron_examples
 from transformer.inference.translation import load_checkpoint
 from transformer.io.disk_cache import MAX_ENTRY_BYTES, SUFFIX, DiskCache, key_of, model_digest
 
@@ -143,21 +144,33 @@ def test_a_summary_read_from_its_entry_equals_the_one_computed(reverse, computed
     assert read.pairs == computed.pairs and read.pieces == computed.pieces
     np.testing.assert_array_equal(read.patterns.divergence, computed.patterns.divergence)
     np.testing.assert_array_equal(read.patterns.statistics.to_numpy(), computed.patterns.statistics.to_numpy())
-    assert read.pictures.keys() == computed.pictures.keys()
-    for head, frame in computed.pictures.items():
-        other = read.pictures[head]
-        assert other[["side", "sentence", "position", "piece", "argmax", "pieces"]].equals(
-            frame[["side", "sentence", "position", "piece", "argmax", "pieces"]])
-        np.testing.assert_allclose(other[["x", "y"]], frame[["x", "y"]], rtol=1e-6, atol=1e-6)  # kept as float32
+    assert read.points.keys() == computed.points.keys()
+    for head in computed.points:
+        assert read.picture(head).equals(computed.picture(head))
     for layer, frame in computed.neurons.items():
-        other = read.neurons[layer]
-        assert other.drop(columns="activation").equals(frame.drop(columns="activation"))
-        np.testing.assert_allclose(other["activation"], frame["activation"], rtol=1e-6)
+        pd.testing.assert_frame_equal(read.neurons[layer], frame, check_dtype=False, rtol=1e-6)
+
+
+def test_its_pictures_and_neurons_are_the_librarys(reverse, computed):
+    """Rebuilt from the summary's numbers and pieces, a head's picture is qk_space.projected's over the same
+    sentences, and a neuron's examples are qk_space.top_neuron_examples' (up to float32)."""
+    head = MIRROR_HEAD
+    data = queries_keys(reverse, *head, computed.pairs[:computed.picture_sentences])
+    expected = projected(data)
+    picture = computed.picture(head)
+    columns = ["side", "sentence", "position", "piece", "argmax", "pieces"]
+    assert picture[columns].equals(expected[columns])
+    # Every head in one pass: its batches, and so the float sums, are not one head's own
+    np.testing.assert_allclose(picture[["x", "y"]], expected[["x", "y"]], rtol=1e-5, atol=1e-5)
+    library = top_neuron_examples(reverse, "decoder", 1, computed.pairs, top=summaries.TOP_EXAMPLES,
+                                  context=summaries.CONTEXT, neurons=[5], max_sentences=len(computed.pairs))
+    pd.testing.assert_frame_equal(computed.neuron_examples(("decoder", 1), 5), library, check_dtype=False,
+                                  rtol=1e-6)
 
 
 def test_the_summary_covers_every_head_and_feed_forward_layer(reverse, computed):
     config = reverse.config
-    assert len(computed.pictures) == sum(config.layers_of(kind) for kind in
+    assert len(computed.points) == sum(config.layers_of(kind) for kind in
                                          ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")) * 4
     assert set(computed.neurons) == {(stack, layer) for stack in ("encoder", "decoder") for layer in range(2)}
     assert computed.patterns.sentences == len(computed.pairs) == 40
@@ -188,7 +201,7 @@ def test_corpus_summary_is_computed_once_and_rebuilt_for_new_weights(reverse, pa
     monkeypatch.setattr(summaries, "summarise", lambda *args, **kw: calls.append(1) or real(*args, **kw))
     first = corpus_summary(reverse, pairs=pairs[:8], cache=cache)
     again = corpus_summary(reverse, pairs=pairs[:8], cache=cache)
-    assert calls == [1] and first.key == again.key and len(cache.entries()) == 1
+    assert calls == [1] and first.key == again.key and cache.path(first.key).exists()
     np.testing.assert_array_equal(first.patterns.divergence, again.patterns.divergence)
     weight = next(reverse.model.parameters())
     original = weight.detach().clone()
@@ -199,7 +212,8 @@ def test_corpus_summary_is_computed_once_and_rebuilt_for_new_weights(reverse, pa
     finally:
         with torch.no_grad():
             weight.copy_(original)
-    assert calls == [1, 1] and changed.key != first.key and len(cache.entries()) == 2
+    assert calls == [1, 1] and changed.key != first.key and cache.path(changed.key).exists()
+    assert cache.path(first.key).exists()  # the old weights' entry stays until the bound ages it out
     assert summary_key(reverse, pairs[:8]) == first.key
 
 
@@ -224,8 +238,19 @@ def test_the_t_sne_picture_of_the_mirror_head_puts_each_query_beside_the_key_it_
     assert share >= 0.9, share  # measured 0.98 on 100 inputs
     again = tsne_picture(reverse, computed, MIRROR_HEAD, cache=cache)  # read back from the cache
     np.testing.assert_allclose(again[["x", "y"]], frame[["x", "y"]], rtol=1e-6, atol=1e-5)
-    pca = computed.pictures[MIRROR_HEAD]
+    pca = computed.picture(MIRROR_HEAD)
     pca_queries = pca[pca["side"] == "query"]
     pca_share = float((nearest_keys(pca).loc[pca_queries.index] == pca_queries["argmax"]).mean())
     assert 0.6 < pca_share < share  # PCA's two directions keep fewer neighbours (0.74 measured)
     assert not math.isnan(pca_share)
+
+
+def test_the_latest_summary_of_these_weights_is_found_and_a_planted_pointer_is_not_followed(reverse, pairs, cache):
+    assert summaries.latest_summary(reverse, 8, cache=cache) is None
+    own = [("abc", "cba")] * 8  # a corpus of one's own, which the app cannot read itself
+    kept = corpus_summary(reverse, pairs=own, cache=cache)
+    found = summaries.latest_summary(reverse, 8, cache=cache)
+    assert found.key == kept.key and found.pairs == own
+    pointer = summaries._latest_key(model_digest(reverse.model), 8)
+    cache.write(pointer, {}, {"summary": "../../etc/passwd"})
+    assert summaries.latest_summary(reverse, 8, cache=cache) is None and not cache.path(pointer).exists()

@@ -80,7 +80,7 @@ def test_the_queries_and_keys_are_the_librarys_pca_picture(opened, expected):
     opened.session_state["corpus_part"] = "qk"
     at = ok(opened.run())
     kind, layer, head = at.session_state["kind"], at.session_state["layer"], at.session_state["head"]
-    picture = summary.pictures[(kind, layer, head)]
+    picture = summary.picture((kind, layer, head))
     traces = [trace for trace in figure(at)["data"] if trace.get("customdata")]
     drawn = sorted((s, p, side, round(x, 4), round(y, 4)) for trace in traces
                    for (s, p, side), x, y in zip(trace["customdata"], trace["x"], trace["y"]))
@@ -97,12 +97,9 @@ def test_the_neurons_table_is_the_librarys(opened, expected):
     opened.session_state["corpus_part"] = "neurons"
     at = ok(opened.run())
     at.number_input(key="corpus_neuron").set_value(7).run()
-    examples = summary.neurons[("encoder", 0)]
     shown = ok(at).dataframe[0].value
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True),
-                                  viz.neuron_examples_table(examples[examples["neuron"] == 7]).drop(columns="neuron"),
-                                  check_exact=False,
-                                  rtol=1e-5)
+    expected = viz.neuron_examples_table(summary.neuron_examples(("encoder", 0), 7)).drop(columns="neuron")
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_exact=False, rtol=1e-5)
 
 
 def test_heads_are_matched_with_a_twin_and_followed_through_snapshots(opened, expected, app_checkpoints):

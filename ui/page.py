@@ -253,8 +253,7 @@ class Page:
 
     def neuron_examples(self, count: int, stack: str, layer: int, neuron: int) -> pd.DataFrame:
         """One feed-forward neuron's top tokens over the corpus (viz.neuron_examples_table's rows)."""
-        examples = self.summary(count).summary.neurons[(stack, layer)]
-        return examples[examples["neuron"] == neuron]
+        return self.summary(count).summary.neuron_examples((stack, layer), neuron)
 
     def matched_heads(self, count: int, other: str) -> pd.DataFrame:
         """This checkpoint's heads matched one-to-one to those of checkpoint `other` (one vocabulary)."""

@@ -613,7 +613,7 @@ def queries_keys_picture(path: str, version: int, count: int, head: tuple[str, i
     share of its queries whose nearest key in the picture is the one it attends to most."""
     found = summary(path, version, count).summary
     if method == "pca":
-        frame = found.pictures[head]
+        frame = found.picture(head)
     else:
         checkpoint = load(path, version).checkpoint
         frame = corpus_summary.tsne_picture(checkpoint, found, head, turn=_corpus_turns(checkpoint, 1))

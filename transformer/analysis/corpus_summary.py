@@ -2,8 +2,8 @@
 
     summary = corpus_summary(checkpoint, count=1000)     # read from the cache, or computed and kept there
     summary.map()                                        # the map of heads (head_map)
-    summary.pictures[("decoder.cross_attn", 1, 0)]       # one head's queries and keys in 2-D (qk_space.projected)
-    summary.neurons[("encoder", 0)]                      # top examples of every neuron (top_neuron_examples)
+    summary.picture(("decoder.cross_attn", 1, 0))        # one head's queries and keys in 2-D (qk_space.projected)
+    summary.neuron_examples(("encoder", 0), 17)          # a neuron's top examples (top_neuron_examples)
 
 A summary reads the first `count` pairs of the checkpoint's corpus (corpus_pairs: its dev split, its held-out
 sentences, or a synthetic task's fresh inputs), teacher-forced, in three passes of chunks: every head's patterns and
@@ -52,19 +52,36 @@ Turn = Callable[[], AbstractContextManager]
 @dataclass(frozen=True)
 class CorpusSummary:
     """`pairs` read, teacher-forced; `pieces` each pair's source and decoder-input pieces {"src": [...], "tgt": [...]};
-    `patterns` every head's patterns; `pictures` each head's queries and keys (qk_space.projected, PCA) over the first
-    `picture_sentences` pairs; `neurons` each (stack, layer)'s top examples; `key` its cache key."""
+    `patterns` every head's patterns; `points` each head's queries and keys in 2-D (PCA) over the first
+    `picture_sentences` pairs: (xy (queries + keys, 2), each query's argmax key position), in qk_space.projected's
+    row order; `neurons` each (stack, layer)'s top examples, numbers only (neuron, rank, activation, sentence,
+    position); `key` its cache key. picture() and neuron_examples() rebuild the frames the figures take, for one head
+    or neuron at a time (every head's at once would be most of a summary's reading time)."""
 
     key: str
     pairs: list[tuple[str, str]]
     pieces: dict[str, list[list[str]]]
     patterns: HeadPatterns
     picture_sentences: int
-    pictures: dict[Head, pd.DataFrame]
+    points: dict[Head, tuple[np.ndarray, np.ndarray]]
     neurons: dict[Layer, pd.DataFrame]
 
     def map(self) -> pd.DataFrame:
         return head_map(self.patterns)
+
+    def picture(self, head: Head) -> pd.DataFrame:
+        """One head's queries and keys as qk_space.projected gives them (x, y, side, sentence, position, piece,
+        argmax, pieces)."""
+        xy, argmax = self.points[head]
+        return _picture_frame(_sentences(self.pieces, head[0], self.picture_sentences), argmax, xy)
+
+    def neuron_examples(self, layer: Layer, neuron: int) -> pd.DataFrame:
+        """One neuron's top examples as qk_space.top_neuron_examples gives them (with piece, before, after, length)."""
+        tops = self.neurons[layer]
+        return _with_context(tops[tops["neuron"] == neuron], self.pieces["src" if layer[0] == "encoder" else "tgt"])
+
+
+NEURON_NUMBERS = ["neuron", "rank", "activation", "sentence", "position"]
 
 
 def ffn_layers(checkpoint: Checkpoint) -> list[Layer]:
@@ -92,14 +109,19 @@ def summarise(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]], turn: Tu
     patterns = head_patterns(checkpoint, pairs, turn=turn)
     found = queries_keys_of(checkpoint, heads, pairs, PICTURE_SENTENCES, _picture_points(checkpoint, heads),
                             turn=turn)
-    pictures = {head: projected(data) for head, data in found.items()}
+    points = {}
+    for head, data in found.items():
+        frame = projected(data)
+        points[head] = (frame[["x", "y"]].to_numpy(np.float32),
+                        frame.loc[frame["side"] == "query", "argmax"].to_numpy(np.int32))
     neurons = top_neuron_examples_of(checkpoint, ffn_layers(checkpoint), pairs, TOP_EXAMPLES, CONTEXT,
                                      max_sentences=len(pairs), turn=turn)
     examples = corpus_examples(checkpoint, pairs)
     pieces = {"src": [checkpoint.src_tokenizer.pieces(src) for src, _ in examples],
               "tgt": [checkpoint.tgt_tokenizer.pieces(tgt) for _, tgt in examples]}
     sentences = len(next(iter(found.values())).pieces) if found else 0
-    return CorpusSummary("", pairs, pieces, patterns, sentences, pictures, neurons)
+    return CorpusSummary("", pairs, pieces, patterns, sentences, points,
+                         {layer: frame[NEURON_NUMBERS] for layer, frame in neurons.items()})
 
 
 # ----------------------------------------------------------------------------- to and from a cache entry
@@ -109,17 +131,16 @@ def _name(*parts: object) -> str:
 
 
 def encode(summary: CorpusSummary) -> tuple[Arrays, object]:
-    """The summary as a cache entry: arrays and a JSON value. Pictures and neurons keep only their numbers; their
-    pieces and positions are rebuilt from `pieces`."""
+    """The summary as a cache entry: arrays and a JSON value."""
     arrays = {"divergence": np.asarray(summary.patterns.divergence, np.float64),
               "statistics": summary.patterns.statistics[list(STATISTICS)].to_numpy(np.float64)}
-    for head, frame in summary.pictures.items():
-        arrays[_name("picture", *head, "xy")] = frame[["x", "y"]].to_numpy(np.float32)
-        arrays[_name("picture", *head, "argmax")] = frame.loc[frame["side"] == "query", "argmax"].to_numpy(np.int32)
+    for head, (xy, argmax) in summary.points.items():
+        arrays[_name("picture", *head, "xy")] = np.asarray(xy, np.float32)
+        arrays[_name("picture", *head, "argmax")] = np.asarray(argmax, np.int32)
     for layer, frame in summary.neurons.items():
-        for column in ("neuron", "rank", "sentence", "position"):
-            arrays[_name("neurons", *layer, column)] = frame[column].to_numpy(np.int32)
-        arrays[_name("neurons", *layer, "activation")] = frame["activation"].to_numpy(np.float32)
+        for column in NEURON_NUMBERS:
+            arrays[_name("neurons", *layer, column)] = frame[column].to_numpy(
+                np.float32 if column == "activation" else np.int32)
     value = {"format": FORMAT, "pairs": [list(pair) for pair in summary.pairs], "pieces": summary.pieces,
              "heads": [list(head) for head in summary.patterns.heads], "statistics": list(STATISTICS),
              "picture_sentences": summary.picture_sentences}
@@ -147,7 +168,7 @@ def _picture_frame(pieces: list[tuple[list[str], list[str]]], argmax: np.ndarray
             "side": side, "sentence": sentence,
             "position": np.concatenate([np.arange(n) for n in lengths]) if lengths else np.zeros(0, int),
             "piece": [piece for one in pieces for piece in one[which]],
-            "argmax": argmax if side == "query" else -1}))
+            "argmax": np.asarray(argmax, np.int64) if side == "query" else -1}))
     frame = pd.concat(rows, ignore_index=True)
     frame["x"], frame["y"] = xy[:, 0].astype(np.float64), xy[:, 1].astype(np.float64)
     side = (frame["side"] == "key").astype(int).to_numpy()
@@ -155,20 +176,27 @@ def _picture_frame(pieces: list[tuple[list[str], list[str]]], argmax: np.ndarray
     return frame
 
 
-def _neuron_frame(pieces: list[list[str]], arrays: dict[str, np.ndarray], d_ff: int) -> pd.DataFrame:
+def _with_context(tops: pd.DataFrame, pieces: list[list[str]]) -> pd.DataFrame:
+    """Top examples (NEURON_NUMBERS) with each token's piece, CONTEXT pieces either side and its sentence's length."""
+    rows = []
+    for neuron, rank, activation, sentence, position in tops[NEURON_NUMBERS].itertuples(index=False):
+        text = pieces[int(sentence)]
+        p = int(position)
+        rows.append((int(neuron), int(rank), float(activation), int(sentence), p, text[p],
+                     tuple(text[max(0, p - CONTEXT):p]), tuple(text[p + 1:p + 1 + CONTEXT]), len(text)))
+    return pd.DataFrame(rows, columns=[*NEURON_NUMBERS, "piece", "before", "after", "length"])
+
+
+def _neuron_numbers(arrays: dict[str, np.ndarray], lengths: np.ndarray, d_ff: int) -> pd.DataFrame:
     neuron, rank, sentence, position = (arrays[c].astype(np.int64) for c in ("neuron", "rank", "sentence", "position"))
     activation = arrays["activation"].astype(np.float64)
     _check(len({len(neuron), len(rank), len(sentence), len(position), len(activation)}) == 1, "neurons of one length")
     _check(bool(np.all((neuron >= 0) & (neuron < d_ff) & (rank >= 1) & (rank <= TOP_EXAMPLES))), "valid neurons")
-    _check(bool(np.all((sentence >= 0) & (sentence < len(pieces)))), "sentences of the corpus")
-    rows = []
-    for n, r, a, s, p in zip(neuron, rank, activation, sentence, position):
-        text = pieces[s]
-        _check(0 <= p < len(text), "positions inside their sentences")
-        rows.append((int(n), int(r), float(a), int(s), int(p), text[p], tuple(text[max(0, p - CONTEXT):p]),
-                     tuple(text[p + 1:p + 1 + CONTEXT]), len(text)))
-    return pd.DataFrame(rows, columns=["neuron", "rank", "activation", "sentence", "position", "piece", "before",
-                                       "after", "length"])
+    _check(bool(np.all((sentence >= 0) & (sentence < len(lengths)))), "sentences of the corpus")
+    _check(bool(np.all((position >= 0) & (position < lengths[np.clip(sentence, 0, max(len(lengths) - 1, 0))]))),
+           "positions inside their sentences")
+    return pd.DataFrame({"neuron": neuron, "rank": rank, "activation": activation, "sentence": sentence,
+                         "position": position})
 
 
 def decode(checkpoint: Checkpoint, key: str, arrays: Arrays, value: object) -> CorpusSummary:
@@ -191,24 +219,22 @@ def decode(checkpoint: Checkpoint, key: str, arrays: Arrays, value: object) -> C
     patterns = HeadPatterns(heads, divergence, pd.DataFrame(statistics, columns=list(STATISTICS)), len(pairs))
     shown = int(value["picture_sentences"])
     _check(0 <= shown <= len(pairs), "a picture of its corpus")
-    pictures = {}
+    points = {}
     for kind, layer, head in heads:
         sentences = _sentences(pieces, kind, shown)
-        xy, argmax = arrays[_name("picture", kind, layer, head, "xy")], arrays[_name("picture", kind, layer, head,
-                                                                                     "argmax")]
+        xy, argmax = (arrays[_name("picture", kind, layer, head, part)] for part in ("xy", "argmax"))
         queries = sum(len(q) for q, _ in sentences)
         _check(xy.shape == (queries + sum(len(k) for _, k in sentences), 2) and bool(np.all(np.isfinite(xy))),
                "each head's points")
         keys_of = np.repeat([len(k) for _, k in sentences], [len(q) for q, _ in sentences])
         _check(argmax.shape == (queries,) and bool(np.all((argmax >= -1) & (argmax < keys_of))), "argmax positions")
-        pictures[(kind, layer, head)] = _picture_frame(sentences, argmax, xy)
+        points[(kind, layer, head)] = (xy, argmax)
     neurons = {}
     for stack, layer in ffn_layers(checkpoint):
-        columns = {c: arrays[_name("neurons", stack, layer, c)]
-                   for c in ("neuron", "rank", "sentence", "position", "activation")}
-        neurons[(stack, layer)] = _neuron_frame(pieces["src" if stack == "encoder" else "tgt"], columns,
-                                                checkpoint.config.d_ff)
-    return CorpusSummary(key, pairs, pieces, patterns, shown, pictures, neurons)
+        lengths = np.array([len(one) for one in pieces["src" if stack == "encoder" else "tgt"]], dtype=np.int64)
+        numbers = {column: arrays[_name("neurons", stack, layer, column)] for column in NEURON_NUMBERS}
+        neurons[(stack, layer)] = _neuron_numbers(numbers, lengths, checkpoint.config.d_ff)
+    return CorpusSummary(key, pairs, pieces, patterns, shown, points, neurons)
 
 
 # ----------------------------------------------------------------------------- cached
@@ -233,10 +259,14 @@ def corpus_summary(checkpoint: Checkpoint, count: int = SENTENCES, *, pairs: Seq
         raise ValueError(f"{checkpoint.name}: no sentences to read")
     cache, digest = cache or DiskCache(), digest or model_digest(checkpoint.model)
     key = summary_key(checkpoint, pairs, digest)
-    arrays, value = cache.get(key, lambda: encode(summarise(checkpoint, pairs, turn)),
-                              lambda arrays, value: decode(checkpoint, key, arrays, value))
+    read = []  # the entry decoded while it was checked: a summary's reading is mostly its decoding
+
+    def check(arrays: Arrays, value: object) -> None:
+        read.append(decode(checkpoint, key, arrays, value))
+
+    arrays, value = cache.get(key, lambda: encode(summarise(checkpoint, pairs, turn)), check)
     cache.write(_latest_key(digest, len(pairs)), {}, {"summary": key})
-    return decode(checkpoint, key, arrays, value)
+    return read[0] if read else decode(checkpoint, key, arrays, value)
 
 
 def _latest_key(digest: str, count: int) -> str:

@@ -177,9 +177,8 @@ def neurons(page: Page, count: int, summary) -> None:
     settle("neuron_layer", range(len(layers)), 0)
     index = row.selectbox("Layer", range(len(layers)), key="neuron_layer",
                           format_func=lambda i: f"{layers[i][0]} layer {layers[i][1]}")
-    examples = summary.neurons[layers[index]]
-    width = int(examples["neuron"].max()) + 1 if len(examples) else 1
-    neuron = int(row.number_input("Neuron", min_value=0, max_value=width - 1, value=0, key="corpus_neuron"))
+    neuron = int(row.number_input("Neuron", min_value=0, max_value=page.config.d_ff - 1, value=0,
+                                  key="corpus_neuron"))
     table = viz.neuron_examples_table(page.neuron_examples(count, *layers[index], neuron)).drop(columns="neuron")
     st.dataframe(table, hide_index=True, key="neuron-examples", height=table_height(page),
                  column_config={"activation": st.column_config.NumberColumn(format="%.3f")})

@@ -1,0 +1,63 @@
+"""Across inputs: the corpus summary of 1,000 sentences computed once (every head's patterns, every head's queries and
+keys, every neuron's top examples), read back from the disk cache as a restarted server does, and each picture built
+from it, as the Across inputs view builds them."""
+from __future__ import annotations
+
+import time
+
+from transformer import load_checkpoint
+from transformer.analysis.corpus_heads import corpus_unavailable
+from transformer.analysis.corpus_summary import corpus_pairs_list, corpus_summary
+from transformer.analysis.qk_space import nearest_keys
+from transformer.data.tasks import generate
+from transformer.io.disk_cache import DiskCache
+from viz import head_map_figure, neuron_examples_table, queries_keys_figure
+
+from .common import Setup, result, side_by_side
+
+FIGURE = "corpus summary"
+SENTENCES = 1000  # the most the view reads
+COMPUTED_AT_MOST = 60.0  # seconds for 1,000 of eng-fra's dev sentences on a 2-core machine
+PICTURE_AT_MOST = 1.0  # seconds for each picture once the summary is read
+
+
+def measure(setup: Setup) -> list[dict]:
+    checkpoint = load_checkpoint(setup.checkpoint)
+    count = 20 if setup.smoke else SENTENCES
+    # The checkpoint's own corpus; a random model of no task reads reversed strings (the numbers are the same work).
+    pairs = (generate("reverse", count, seed=0) if checkpoint.card.task == "benchmark" or corpus_unavailable(checkpoint)
+             else corpus_pairs_list(checkpoint, count))
+    cache = DiskCache(setup.workdir / "corpus-cache")
+    start = time.perf_counter()
+    summary = corpus_summary(checkpoint, pairs=pairs, cache=cache)
+    computed = time.perf_counter() - start
+    size = cache.path(summary.key).stat().st_size
+    note = f"{len(pairs)} sentences, {len(summary.points)} heads, entry {size / 2**20:.1f} MB"
+    rows = [result(FIGURE, f"computed and kept, {len(pairs)} sentences", computed, "s",
+                   at_most=None if setup.smoke else COMPUTED_AT_MOST, detail=note)]
+    head = next(head for head in summary.points if head[0] == "decoder.cross_attn") if any(
+        head[0] == "decoder.cross_attn" for head in summary.points) else next(iter(summary.points))
+    layer = next(iter(summary.neurons))
+
+    def map_figure():
+        return head_map_figure(summary.map())
+
+    def picture_figure():
+        frame = summary.picture(head)
+        nearest_keys(frame, causal=head[0] == "decoder.self_attn")  # the share the caption gives
+        return queries_keys_figure(frame)
+
+    def neurons_table():
+        return neuron_examples_table(summary.neuron_examples(layer, 0))
+
+    seconds = side_by_side({"read": lambda: corpus_summary(checkpoint, pairs=pairs, cache=cache),
+                            "map": map_figure, "picture": picture_figure, "neurons": neurons_table},
+                           repeats=setup.repeats)
+    rows.append(result(FIGURE, "read back from the disk cache (a restarted server)", seconds["read"], "s",
+                       detail=note))
+    for name, case in (("map", "map of heads"),
+                       ("picture", f"queries and keys of {head[0]} L{head[1]} H{head[2]} (PCA)"),
+                       ("neurons", f"top examples of one neuron of the {layer[0]} layer {layer[1]}")):
+        rows.append(result(FIGURE, f"{case}, from the summary", seconds[name], "s", at_most=PICTURE_AT_MOST,
+                           detail=note))
+    return rows
