@@ -238,7 +238,7 @@ def test_eng_fra_knows_which_words_it_never_trained_on():
 def test_the_induction_snapshots_show_in_context_learning_appear():
     """Its card's in-context numbers per snapshot are those its weights give, and they rise across training: the
     loss drop on a repeat from about nothing to most of the loss, an induction head (layer 1) from none to one that
-    the Heads view names, after a previous-token head (layer 0) to read from."""
+    the Heads view names, after layer 0's attention to the previous token, which it reads."""
     checkpoint = load_checkpoint(ROOT / "checkpoints" / "induction")
     ids = probe(checkpoint.tgt_tokenizer, checkpoint.config.bos_id)
     snapshots = sorted(checkpoint.card.snapshots, key=lambda s: s["step"])
