@@ -90,6 +90,8 @@ def test_every_view_renders(app, view):
     assert view_picker(at).value == view
     if view == "ablation":  # nothing switched off yet: it asks for heads
         assert "Pick heads" in at.info[0].value
+    elif view == "corpus":  # nothing read yet: it asks first (tests/test_corpus_view.py reads)
+        assert at.button(key="summary-run").label.startswith("Read ")
     else:
         assert charts(at)
 
@@ -773,7 +775,9 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "ablate": "decoder.layers.0.cross_attn:1,encoder.layers.0.self_attn:3", "ablation_mode": "mean",
             "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
-            "patch_position": "1", "corpus_stat": "eos_share", "query": "1", "inside_step": "2", "neuron": "3",
+            "patch_position": "1", "corpus_stat": "eos_share", "summary_count": "50", "corpus_part": "qk",
+            "projection": "tsne", "qk_colour": "side", "match_snapshot": snapshots[0], "query": "1", "inside_step": "2",
+            "neuron": "3",
             "target": "7knil", "foil": "7knjl", "deck": "attention-step-by-step", "slide": "2"}
 
 

@@ -90,6 +90,9 @@ def test_the_queries_and_keys_are_the_librarys_pca_picture(opened, expected):
     nearest = nearest_keys(picture, causal=kind == "decoder.self_attn")
     share = (nearest.reindex(queries.index) == queries["argmax"]).mean()
     assert any(f"Here {share:.0%} of the queries" in caption.value for caption in at.caption)
+    at.segmented_control(key="qk_colour").set_value("token class").run()
+    classes = {trace["name"] for trace in figure(ok(at))["data"] if trace.get("legendgroup") == "classes"}
+    assert classes == {viz.token_class(piece) for piece in picture["piece"]}
 
 
 def test_the_neurons_table_is_the_librarys(opened, expected):

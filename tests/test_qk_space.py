@@ -282,3 +282,11 @@ def test_neuron_table_marks_the_token_in_its_context():
     table = neuron_examples_table(frame)
     assert table.columns.tolist() == ["neuron", "rank", "activation", "context", "sentence", "position"]
     assert table["context"].tolist() == ["… b <s> [·cat] d", "[x] y z …"]
+
+
+def test_token_classes():
+    from viz.qk_space import token_class
+
+    assert [token_class(p) for p in ["</s>", "<s>", "▁,", ".", "▁12", "7", "▁chat", "Ġthe", "ons", "<", "é"]] == [
+        "special", "special", "punctuation", "punctuation", "digit", "digit", "word start", "word start",
+        "inside a word", "punctuation", "inside a word"]

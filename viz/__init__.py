@@ -34,7 +34,7 @@ from .positional import (
                         rotary_scores,
                         rotary_wavelengths,
 )
-from .qk_space import neuron_examples_table, queries_keys_figure
+from .qk_space import neuron_examples_table, queries_keys_figure, token_class
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
 from .sampling import distribution_figure
 from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
@@ -57,5 +57,6 @@ __all__ = [
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes", "to_html_bytes",
     "head_map_figure", "head_matching_figure", "MAP_CAPTION", "queries_keys_figure", "neuron_examples_table",
+    "token_class",
     "attribution_figure", "token_attribution_figure", "patching_figure", "logit_lens_figure",
 ]

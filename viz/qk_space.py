@@ -1,5 +1,6 @@
 """One head's queries and keys over a corpus as points of one 2-D picture (AttentionViz, Yeh et al. 2023), and the
 tokens that most excite feed-forward neurons, as a table."""
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +20,20 @@ POSITION_SCALE = "Viridis"  # dark to light along a sentence, on a light or a da
 CONTEXT = 4  # pieces either side of a point's token in its hover
 GL_POINTS = 5_000  # from this many points on, WebGL: SVG draws tens of thousands of markers slowly
 REQUIRED = ("x", "y", "side", "sentence", "position", "piece")
+
+
+def token_class(piece: object) -> str:
+    """A piece's class, for colouring points: special (<s>, </s>, <pad>, <unk>), punctuation (or symbols), digit, word
+    start (the sentencepiece mark ▁ or a byte-level Ġ), or inside a word."""
+    text = str(piece)
+    if text.startswith("<") and text.endswith(">") and len(text) > 2:
+        return "special"
+    bare = text.lstrip("▁Ġ")
+    if bare and all(unicodedata.category(c)[0] in "PS" for c in bare):  # punctuation and symbols (+, <, €)
+        return "punctuation"
+    if bare and bare.isdigit():
+        return "digit"
+    return "word start" if text[:1] in ("▁", "Ġ") else "inside a word"
 
 
 def _in_context(pieces: Sequence[object], position: int, width: int, mark: tuple[str, str], show) -> str:

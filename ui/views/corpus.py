@@ -17,13 +17,18 @@ MIN_SENTENCES = 10
 MAX_SENTENCES = 1000  # the most the app reads (about 17 s for eng-fra on two cores); more: python -m transformer.corpus
 PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched heads", "neurons": "Neurons"}
 PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
-COLOURS = {"position": "Position", "side": "Query or key"}
+COLOURS = {"position": "Position", "side": "Query or key", "token class": "Token class"}
 MAP_KEY, QK_KEY = "figure-head-map", "figure-queries-keys"
 
 
 def _corpus_name(page: Page) -> str:
     task = page.card.task
     return {"translate": "its dev split", "lm": "its held-out sentences"}.get(task, f"fresh {task} inputs")
+
+
+def classed(frame):
+    """The picture's points with each token's class (viz.token_class), to colour them by."""
+    return frame.assign(**{"token class": [viz.token_class(piece) for piece in frame["piece"]]})
 
 
 def open_head(kind: str, layer: int, head: int) -> None:
@@ -105,6 +110,8 @@ def queries_keys(page: Page, count: int, summary) -> None:
     colour = draw(row.segmented_control, "Colour", "qk_colour", list(COLOURS), format_func=COLOURS.get,
                   required=True, persist_state="session")
     frame, share = page.queries_keys(count, (kind, layer, head), method)
+    if colour == "token class":
+        frame = once(classed, frame)
     sentences = int(frame["sentence"].max()) + 1 if len(frame) else 0
     fig = once(viz.queries_keys_figure, frame, colour_by=colour,
                title=f"{head_title(kind, layer, head)}: queries and keys of {sentences} inputs ({PROJECTIONS[method]})",
