@@ -67,6 +67,8 @@ def test_views_without_their_part_say_so(app):
     assert "decoder-only model has no decoder.cross_attn attention" in at.info[0].value
     at = app(checkpoint="bert", view="decoding", text=TEXTS["bert"])
     assert "encoder-only model has no decoder.self_attn attention" in at.info[0].value
+    at = app(checkpoint="gpt2", view="corpus", text=TEXTS["gpt2"])
+    assert at.info[0].value == "Not on this server: its task (generate) has no corpus this project can read."
 
 
 def test_decoder_only_decoding_steps_continue_the_prompt(app):

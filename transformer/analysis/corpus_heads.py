@@ -137,10 +137,12 @@ def chunk_table(checkpoint: Checkpoint, first_sentence: int, pairs: Sequence[tup
 
 
 def corpus_unavailable(checkpoint: Checkpoint) -> str:
-    """Why corpus_pairs cannot run here without `data` ("" if it can): a checkpoint trained on a corpus whose card
-    names none (a converted model), or whose corpus files are not on this machine."""
+    """Why corpus_pairs cannot run here without `data` ("" if it can): a checkpoint of no task this project makes
+    inputs for or trains on a corpus (a converted model: 'generate', 'fill-mask'), one trained on a corpus whose card
+    names none, or whose corpus files are not on this machine."""
     if checkpoint.card.task not in CORPUS_TASKS:
-        return ""
+        return "" if checkpoint.card.task in TASKS else (
+            f"its task ({checkpoint.card.task}) has no corpus this project can read")
     if "data" not in checkpoint.card.training:
         return "its card names no corpus (a converted model)"
     missing = missing_corpus_files(checkpoint.card.training)

@@ -14,16 +14,18 @@ from ui.view import View
 from ui.widgets import aside, controls, head_picker, head_title, show_figure, table_height
 
 MIN_SENTENCES = 10
-MAX_SENTENCES = 1000  # the most the app reads (about 17 s for eng-fra on two cores); more: python -m transformer.corpus
+MAX_SENTENCES = 1000  # the most the app reads (about 20 s for eng-fra on two cores); more: python -m transformer.corpus
 PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched heads", "neurons": "Neurons"}
 PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
 COLOURS = {"position": "Position", "side": "Query or key", "token class": "Token class"}
 MAP_KEY, QK_KEY = "figure-head-map", "figure-queries-keys"
 
 
-def _corpus_name(page: Page) -> str:
-    task = page.card.task
-    return {"translate": "its dev split", "lm": "its held-out sentences"}.get(task, f"fresh {task} inputs")
+def corpus_inputs(page: Page, count: int | None = None) -> str:
+    """What a summary reads, in words: "200 pairs of its dev split", "its held-out sentences", "fresh dates inputs"."""
+    number = "" if count is None else f"{count} "
+    return {"translate": f"{number}pairs of its dev split", "lm": f"{number}of its held-out sentences"}.get(
+        page.card.task, f"{number}fresh {page.card.task} inputs")
 
 
 def classed(frame):
@@ -61,20 +63,21 @@ def render(page: Page) -> None:
     settle("summary_count", range(MIN_SENTENCES, MAX_SENTENCES + 1))
     count = int(row.number_input("Inputs", min_value=MIN_SENTENCES, max_value=MAX_SENTENCES, step=50,
                                  key="summary_count", persist_state="session",
-                                 help=f"Read from {_corpus_name(page)}, teacher-forced on the reference; more than a "
-                                 "thousand: python -m transformer.corpus cache"))
+                                 help=f"Read from {corpus_inputs(page)}, teacher-forced on the reference; more than "
+                                 "a thousand: python -m transformer.corpus cache"))
     part = draw(row.segmented_control, "Show", "corpus_part", list(PARTS), format_func=PARTS.get, required=True,
                 persist_state="session", **({"label_visibility": "collapsed"} if page.lecture else {}))
     unavailable, on_disk = page.corpus_unavailable(), page.summary_on_disk(count)
     if unavailable and not on_disk:
-        st.info(f"Not on this server: {unavailable}. `python -m transformer.corpus cache CHECKPOINT --count {count} "
-                "--data CORPUS` reads a corpus of your own into this server's cache (docs/methods.md).")
+        own = (f" `python -m transformer.corpus cache CHECKPOINT --count {count} --data CORPUS` reads a corpus of your "
+               "own into this server's cache (docs/methods.md).") if page.card.task in ("translate", "lm") else ""
+        st.info(f"Not on this server: {unavailable}.{own}")
         return
     asked = st.session_state.get("summary_asked") == (page.path, page.version, count)
     if not asked and not on_disk:
         row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
                    args=("summary_asked", (page.path, page.version, count)))
-        st.caption(f"Reads {count} of {_corpus_name(page)} once (a few seconds; kept on this server for every "
+        st.caption(f"Reads {corpus_inputs(page, count)} once (seconds; kept on this server for every "
                    "session), then draws every head's place on a map, each head's queries and keys, heads matched "
                    "across checkpoints and snapshots, and neurons' top examples.")
         return
