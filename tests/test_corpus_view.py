@@ -155,3 +155,15 @@ def test_a_corpus_not_on_this_server_is_named_and_ones_own_summary_is_used(app, 
     ui.shared.clear()
     at = ok(app(view="corpus", text="She is reading a book.", summary_count="10"))
     assert "over 10 inputs" in figure(at)["layout"]["title"]["text"]
+
+
+def test_a_t_sne_picture_is_computed_once_and_kept(opened, cache, monkeypatch):
+    opened.session_state["corpus_part"] = "qk"
+    at = ok(opened.run())
+    at.segmented_control(key="projection").set_value("tsne").run()
+    drawn = figure(ok(at))
+    assert drawn["layout"]["title"]["text"].endswith("(t-SNE)")
+    ui.shared.clear()  # a restarted server reads it back from the disk cache
+    monkeypatch.setattr(summaries, "projected", lambda *a, **k: pytest.fail("the t-SNE picture was computed again"))
+    at = ok(at.run())
+    assert figure(at)["data"][0]["x"] == drawn["data"][0]["x"]
