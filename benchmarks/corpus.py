@@ -8,7 +8,7 @@ import time
 from transformer import load_checkpoint
 from transformer.analysis.corpus_heads import corpus_unavailable
 from transformer.analysis.corpus_summary import corpus_pairs_list, corpus_summary
-from transformer.analysis.qk_space import nearest_keys
+from transformer.analysis.qk_space import attended_nearest_share
 from transformer.data.tasks import generate
 from transformer.io.disk_cache import DiskCache
 from viz import head_map_figure, neuron_examples_table, queries_keys_figure
@@ -44,7 +44,7 @@ def measure(setup: Setup) -> list[dict]:
 
     def picture_figure():
         frame = summary.picture(head)
-        nearest_keys(frame, causal=head[0] == "decoder.self_attn")  # the share the caption gives
+        attended_nearest_share(frame, causal=head[0] == "decoder.self_attn")  # the share the caption gives
         return queries_keys_figure(frame)
 
     def neurons_table():

@@ -45,7 +45,7 @@ from transformer.analysis import attribution, corpus_heads, corpus_summary
 from transformer.analysis.forced import aligned_foil, contrast, force, sequence_log_prob
 from transformer.analysis.lens import logit_lens
 from transformer.analysis.patching import patch_texts
-from transformer.analysis.qk_space import nearest_keys
+from transformer.analysis.qk_space import attended_nearest_share
 from transformer.inference.batching import Batcher
 from transformer.inference.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
 from transformer.inference.decoding import (
@@ -617,10 +617,7 @@ def queries_keys_picture(path: str, version: int, count: int, head: tuple[str, i
     else:
         checkpoint = load(path, version).checkpoint
         frame = corpus_summary.tsne_picture(checkpoint, found, head, turn=_corpus_turns(checkpoint, 1))
-    queries = frame[frame["side"] == "query"]
-    nearest = nearest_keys(frame, causal=head[0] == "decoder.self_attn")
-    share = float((nearest.reindex(queries.index) == queries["argmax"]).mean()) if len(queries) else float("nan")
-    return frame, share
+    return frame, attended_nearest_share(frame, causal=head[0] == "decoder.self_attn")
 
 
 @expiring(KEPT_FOR, max_entries=16, spinner="Matching heads…")

@@ -32,7 +32,16 @@ from .corpus_heads import STATISTICS, corpus_pairs
 from .head_map import BATCH_SIZE as PATTERN_BATCH
 from .head_map import HeadPatterns, _heads_of, follow_head, head_map, head_patterns, match_heads
 from .qk_space import BATCH_SIZE as PICTURE_BATCH
-from .qk_space import MAX_POINTS, corpus_examples, projected, queries_keys, queries_keys_of, top_neuron_examples_of
+from .qk_space import (
+    MAX_POINTS,
+    corpus_examples,
+    placed,
+    points_frame,
+    projected,
+    queries_keys,
+    queries_keys_of,
+    top_neuron_examples_of,
+)
 
 FORMAT = 1  # of a cache entry: a change of what is stored changes every key
 SENTENCES = 200  # read by default: about a second for eng-fra
@@ -73,7 +82,7 @@ class CorpusSummary:
         """One head's queries and keys as qk_space.projected gives them (x, y, side, sentence, position, piece,
         argmax, pieces)."""
         xy, argmax = self.points[head]
-        return _picture_frame(_sentences(self.pieces, head[0], self.picture_sentences), argmax, xy)
+        return _placed(_sentences(self.pieces, head[0], self.picture_sentences), argmax, xy)
 
     def neuron_examples(self, layer: Layer, neuron: int) -> pd.DataFrame:
         """One neuron's top examples as qk_space.top_neuron_examples gives them (with piece, before, after, length)."""
@@ -158,22 +167,8 @@ def _sentences(pieces: dict[str, list[list[str]]], kind: str, count: int) -> lis
     return list(zip(pieces[query_side][:count], pieces[key_side][:count]))
 
 
-def _picture_frame(pieces: list[tuple[list[str], list[str]]], argmax: np.ndarray, xy: np.ndarray) -> pd.DataFrame:
-    """A projected frame (qk_space.projected's columns) from each sentence's (query, key) pieces and the numbers."""
-    rows = []
-    for side, which in (("query", 0), ("key", 1)):
-        lengths = [len(sentence[which]) for sentence in pieces]
-        sentence = np.repeat(np.arange(len(pieces)), lengths)
-        rows.append(pd.DataFrame({
-            "side": side, "sentence": sentence,
-            "position": np.concatenate([np.arange(n) for n in lengths]) if lengths else np.zeros(0, int),
-            "piece": [piece for one in pieces for piece in one[which]],
-            "argmax": np.asarray(argmax, np.int64) if side == "query" else -1}))
-    frame = pd.concat(rows, ignore_index=True)
-    frame["x"], frame["y"] = xy[:, 0].astype(np.float64), xy[:, 1].astype(np.float64)
-    side = (frame["side"] == "key").astype(int).to_numpy()
-    frame["pieces"] = [tuple(pieces[s][w]) for s, w in zip(frame["sentence"], side)]
-    return frame
+def _placed(pieces: list[tuple[list[str], list[str]]], argmax: np.ndarray, xy: np.ndarray) -> pd.DataFrame:
+    return placed(points_frame(pieces, argmax), pieces, xy)
 
 
 def _with_context(tops: pd.DataFrame, pieces: list[list[str]]) -> pd.DataFrame:
@@ -327,7 +322,7 @@ def tsne_picture(checkpoint: Checkpoint, summary: CorpusSummary, head: Head, *, 
         queries = sum(len(q) for q, _ in sentence_pieces)
         _check(arrays["xy"].shape == (queries + sum(len(k) for _, k in sentence_pieces), 2)
                and arrays["argmax"].shape == (queries,) and bool(np.all(np.isfinite(arrays["xy"]))), "its points")
-        return _picture_frame(sentence_pieces, arrays["argmax"], arrays["xy"])
+        return _placed(sentence_pieces, arrays["argmax"], arrays["xy"])
 
     arrays, value = cache.get(key, build, lambda arrays, value: rebuilt(arrays, value))
     return rebuilt(arrays, value)

@@ -166,12 +166,8 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
         query_side, key_side = KIND_SIDES[kind]
         queries, keys, weights, argmax = found[(kind, layer, head)]
         pieces = list(zip(texts[query_side], texts[key_side]))
-        rows = [pd.DataFrame({"side": "query", "sentence": sentence, "position": np.arange(len(q)), "piece": q,
-                              "argmax": argmax[sentence]}) for sentence, (q, _) in enumerate(pieces)]
-        rows += [pd.DataFrame({"side": "key", "sentence": sentence, "position": np.arange(len(k)), "piece": k,
-                               "argmax": -1}) for sentence, (_, k) in enumerate(pieces)]
-        columns = ["side", "sentence", "position", "piece", "argmax"]
-        frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+        argmax = np.concatenate(argmax) if argmax else np.zeros(0, np.int64)
+        frame = points_frame(pieces, argmax)
         module = model.get_submodule(site)
         d_head = module.W_q.out_features // module.num_heads
         result[(kind, layer, head)] = QueriesKeys(site, head, _stacked(queries, d_head), _stacked(keys, d_head),
@@ -245,17 +241,45 @@ def _pca(joint: np.ndarray) -> np.ndarray:
     return xy
 
 
+def points_frame(pieces: Sequence[tuple[Sequence[str], Sequence[str]]], argmax: np.ndarray) -> pd.DataFrame:
+    """One row per query of every sentence, then one per key: side, sentence, position, piece, and argmax (each
+    query's, in order; -1 for a key), from each sentence's (query pieces, key pieces): QueriesKeys.points."""
+    parts = []
+    for side, which in (("query", 0), ("key", 1)):
+        lengths = [len(sentence[which]) for sentence in pieces]
+        parts.append(pd.DataFrame({
+            "side": side, "sentence": np.repeat(np.arange(len(pieces)), lengths),
+            "position": np.concatenate([np.arange(n) for n in lengths]) if lengths else np.zeros(0, np.int64),
+            "piece": [piece for sentence in pieces for piece in sentence[which]],
+            "argmax": np.asarray(argmax, np.int64) if side == "query" else -1}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def placed(points: pd.DataFrame, pieces: Sequence[tuple[Sequence[str], Sequence[str]]], xy: np.ndarray
+           ) -> pd.DataFrame:
+    """`points` (points_frame) with each point's 2-D place (x, y, from xy in the rows' order) and the pieces of its
+    sentence on its side (`pieces`, a tuple, for context): what viz.qk_space.queries_keys_figure draws."""
+    frame = points.copy()
+    frame["x"], frame["y"] = np.asarray(xy, np.float64)[:, 0], np.asarray(xy, np.float64)[:, 1]
+    side = (frame["side"] == "key").astype(int).to_numpy()
+    frame["pieces"] = [tuple(pieces[sentence][which]) for sentence, which in zip(frame["sentence"], side)]
+    return frame
+
+
 def projected(data: QueriesKeys, method: str = "pca", normalised: bool = True, seed: int = 0) -> pd.DataFrame:
-    """data.points with the 2-D place of each point (x, y) and the pieces of its sentence on its side (`pieces`, a
-    tuple, for context): what viz.qk_space.queries_keys_figure draws. `normalised`: through `normalise` first."""
+    """data.points placed (see `placed`) by `project`. `normalised`: through `normalise` first."""
     queries, keys = normalise(data.queries, data.keys) if normalised else (data.queries, data.keys)
     query_xy, key_xy = project(queries, keys, method, seed)
-    frame = data.points.copy()
-    xy = np.concatenate([query_xy, key_xy])  # (n_queries + n_keys, 2), in the rows' order
-    frame["x"], frame["y"] = xy[:, 0], xy[:, 1]
-    side = (frame["side"] == "key").astype(int).to_numpy()
-    frame["pieces"] = [tuple(data.pieces[sentence][which]) for sentence, which in zip(frame["sentence"], side)]
-    return frame
+    return placed(data.points, data.pieces, np.concatenate([query_xy, key_xy]))
+
+
+def attended_nearest_share(frame: pd.DataFrame, causal: bool = False) -> float:
+    """Of the queries of a placed frame, the share whose nearest key of their sentence in the picture (nearest_keys)
+    is the key they attend to most (argmax): how well the picture shows what the head reads. NaN without queries."""
+    queries = frame[frame["side"] == "query"]
+    if not len(queries):
+        return float("nan")
+    return float((nearest_keys(frame, causal).reindex(queries.index) == queries["argmax"]).mean())
 
 
 def nearest_keys(frame: pd.DataFrame, causal: bool = False) -> pd.Series:
