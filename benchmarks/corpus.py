@@ -3,8 +3,13 @@ keys, every neuron's top examples), read back from the disk cache as a restarted
 from it, as the Across inputs view builds them."""
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import time
 
+from deploy.server import ROOT
 from transformer import load_checkpoint
 from transformer.analysis.corpus_heads import corpus_unavailable
 from transformer.analysis.corpus_summary import corpus_pairs_list, corpus_summary
@@ -19,6 +24,7 @@ FIGURE = "corpus summary"
 SENTENCES = 1000  # the most the view reads
 COMPUTED_AT_MOST = 60.0  # seconds for 1,000 of eng-fra's dev sentences on a 2-core machine
 PICTURE_AT_MOST = 1.0  # seconds for each picture once the summary is read
+RANKS = 2  # torchrun's processes against one process of as many threads
 
 
 def measure(setup: Setup) -> list[dict]:
@@ -60,4 +66,33 @@ def measure(setup: Setup) -> list[dict]:
                        ("neurons", f"top examples of one neuron of the {layer[0]} layer {layer[1]}")):
         rows.append(result(FIGURE, f"{case}, from the summary", seconds[name], "s", at_most=PICTURE_AT_MOST,
                            detail=note))
+    if not setup.smoke and pairs == corpus_pairs_list(checkpoint, count):  # the command reads the card's corpus
+        rows += _command_line(setup, count)
     return rows
+
+
+def _command_line(setup: Setup, count: int) -> list[dict]:
+    """`python -m transformer.corpus cache` in one process of RANKS threads, and under torchrun in RANKS processes of
+    one thread each, each into an empty cache: wall seconds of the whole command (Python and torch starting
+    included)."""
+    with socket.socket() as probe:  # a free port on loopback for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    arguments = ["cache", str(setup.checkpoint), "--count", str(count)]
+    commands = {
+        "one process": [sys.executable, "-m", "transformer.corpus", *arguments, "--threads", str(RANKS)],
+        "torchrun": [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={RANKS}",
+                     "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "transformer.corpus", *arguments],
+    }
+    seconds = {}
+    for name, command in commands.items():
+        folder = setup.workdir / f"corpus-cache-{name.replace(' ', '-')}"
+        start = time.perf_counter()
+        subprocess.run([*command, "--cache", str(folder)], cwd=ROOT, check=True, capture_output=True, timeout=600,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+        seconds[name] = time.perf_counter() - start
+    detail = f"{count} sentences; torchrun / one process = {seconds['torchrun'] / seconds['one process']:.2f}"
+    return [result(FIGURE, f"`transformer.corpus cache`, one process of {RANKS} threads", seconds["one process"],
+                   "s", detail=detail),
+            result(FIGURE, f"`transformer.corpus cache` under torchrun, {RANKS} processes of 1 thread",
+                   seconds["torchrun"], "s", detail=detail)]

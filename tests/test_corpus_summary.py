@@ -1,11 +1,14 @@
 """The corpus summary and the disk cache it is kept in: an entry read back equals what was computed; the folder
 stays within its bound (least recently used out first); a truncated, planted or stale entry is rebuilt, never
-trusted; new weights make a new entry; and the t-SNE picture of reverse's mirror head puts each query beside the key
-it reads."""
+trusted; new weights make a new entry; the t-SNE picture of reverse's mirror head puts each query beside the key it
+reads; and two processes under torchrun keep the summary one process computes."""
 from __future__ import annotations
 
 import math
 import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -254,3 +257,35 @@ def test_the_latest_summary_of_these_weights_is_found_and_a_planted_pointer_is_n
     pointer = summaries._latest_key(model_digest(reverse.model), 8)
     cache.write(pointer, {}, {"summary": "../../etc/passwd"})
     assert summaries.latest_summary(reverse, 8, cache=cache) is None and not cache.path(pointer).exists()
+
+
+@pytest.mark.slow  # about 40 s: two processes start torch and rendezvous
+def test_two_process_torchrun_caches_the_summary_one_process_computes(reverse, tmp_path):
+    """`torchrun ... transformer.corpus cache`: the ranks share the chunks (patterns, neurons) and the heads
+    (pictures); the entry rank 0 keeps is the one-process summary (sums added in another order: equal to rounding)."""
+    count = 150  # five chunks of patterns and three of neurons: both ranks read some
+    alone = summarise(reverse, summaries.corpus_pairs_list(reverse, count))
+    with socket.socket() as probe:  # a free port on loopback for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+               f"--master_port={port}", "-m", "transformer.corpus", "cache", str(ROOT / "checkpoints" / "reverse"),
+               "--count", str(count), "--cache", str(tmp_path / "cache")]
+    result = subprocess.run(command, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+                            capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("sentences summarised") == 1  # rank 0 alone reports (and writes)
+    cache = DiskCache(tmp_path / "cache")
+    key = summary_key(reverse, alone.pairs)
+    assert [path.name for path in cache.entries()] and cache.read(key) is not None
+    shared = decode(reverse, key, *cache.read(key))
+    assert shared.pairs == alone.pairs and shared.pieces == alone.pieces
+    np.testing.assert_allclose(shared.patterns.divergence, alone.patterns.divergence, atol=1e-9)
+    pd.testing.assert_frame_equal(shared.patterns.statistics, alone.patterns.statistics, atol=1e-9)
+    assert shared.picture_sentences == alone.picture_sentences and shared.points.keys() == alone.points.keys()
+    for head, (xy, argmax) in alone.points.items():
+        np.testing.assert_allclose(shared.points[head][0], xy, atol=1e-4)
+        np.testing.assert_array_equal(shared.points[head][1], argmax)
+    for layer, frame in alone.neurons.items():
+        pd.testing.assert_frame_equal(shared.neurons[layer].reset_index(drop=True), frame.reset_index(drop=True),
+                                      check_dtype=False, atol=1e-5)

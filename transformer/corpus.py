@@ -5,11 +5,14 @@
     python -m transformer.corpus rank heads.parquet --statistic previous_share
     python -m transformer.corpus top heads.parquet --head decoder.self_attn.1.2 --statistic previous_share
     python -m transformer.corpus cache checkpoints/eng-fra --count 1000 --threads 2
+    torchrun --nproc_per_node=2 -m transformer.corpus cache checkpoints/eng-fra --count 1000
 
 `run`, `rank` and `top`: per-sentence statistics of every head in a Parquet file, heads ranked by one, and one head's
 top sentences (transformer.analysis.corpus_heads). `cache`: what the app's Across inputs view draws (the map of heads,
 every head's queries and keys, neurons' top examples: transformer.analysis.corpus_summary), computed ahead of time
 into the disk cache the app reads ($ATLAS_CACHE, default ~/.cache/attention-atlas), so that the view opens at once.
+Under torchrun, `run` and `cache` share the corpus between the ranks (chunk i to rank i % N; `cache` also shares the
+heads' pictures), and rank 0 writes the result.
 """
 from __future__ import annotations
 
@@ -21,7 +24,15 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from .analysis.corpus_heads import STATISTICS, corpus_pairs, peak_memory_mib, rank_heads, run, top_sentences
+from .analysis.corpus_heads import (
+    STATISTICS,
+    corpus_pairs,
+    peak_memory_mib,
+    process_share,
+    rank_heads,
+    run,
+    top_sentences,
+)
 from .analysis.corpus_summary import SENTENCES, corpus_pairs_list, corpus_summary
 from .inference.translation import Checkpoint
 from .io.disk_cache import DiskCache
@@ -62,27 +73,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         kind, layer, head = args.head.rsplit(".", 2)
         frame = top_sentences(args.parquet, kind, int(layer), int(head), args.statistic, args.top)
         print(frame.to_string(index=False))
-    elif args.command == "cache":
-        torch.set_num_threads(args.threads)
-        checkpoint = Checkpoint(args.checkpoint)
-        cache = DiskCache(args.cache)
-        pairs = corpus_pairs_list(checkpoint, args.count) if args.data is None else \
-            list(corpus_pairs(checkpoint, args.count, args.data))
-        start = time.perf_counter()
-        summary = corpus_summary(checkpoint, pairs=pairs, cache=cache)
-        print(f"{checkpoint.name}: {len(summary.pairs)} sentences summarised in {time.perf_counter() - start:.1f} s "
-              f"into {cache.path(summary.key)} ({cache.path(summary.key).stat().st_size / 2**20:.1f} MiB; the "
-              f"folder holds {cache.size() / 2**20:.1f} of its {cache.max_bytes / 2**20:.0f} MiB)", flush=True)
     else:
         torch.set_num_threads(args.threads)
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1  # under torchrun: the ranks share the corpus
         if distributed:
             dist.init_process_group("gloo")
         checkpoint = Checkpoint(args.checkpoint)
         start = time.perf_counter()
-        sentences = run(checkpoint, args.out, corpus_pairs(checkpoint, args.count, args.data), args.batch_size)
-        print(f"rank {dist.get_rank() if distributed else 0}: {sentences} sentences in "
-              f"{time.perf_counter() - start:.1f} s, peak memory {peak_memory_mib():.0f} MiB", flush=True)
+        if args.command == "cache":
+            cache = DiskCache(args.cache)
+            pairs = corpus_pairs_list(checkpoint, args.count) if args.data is None else \
+                list(corpus_pairs(checkpoint, args.count, args.data))
+            summary = corpus_summary(checkpoint, pairs=pairs, cache=cache, distributed=distributed)
+            if process_share()[0] == 0:
+                print(f"{checkpoint.name}: {len(summary.pairs)} sentences summarised in "
+                      f"{time.perf_counter() - start:.1f} s into {cache.path(summary.key)} "
+                      f"({cache.path(summary.key).stat().st_size / 2**20:.1f} MiB; the folder holds "
+                      f"{cache.size() / 2**20:.1f} of its {cache.max_bytes / 2**20:.0f} MiB)", flush=True)
+        else:
+            sentences = run(checkpoint, args.out, corpus_pairs(checkpoint, args.count, args.data), args.batch_size)
+            print(f"rank {process_share()[0]}: {sentences} sentences in {time.perf_counter() - start:.1f} s, "
+                  f"peak memory {peak_memory_mib():.0f} MiB", flush=True)
         if distributed:
             dist.destroy_process_group()
 

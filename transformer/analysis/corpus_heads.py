@@ -164,6 +164,12 @@ def corpus_pairs(checkpoint: Checkpoint, count: int | None = None,
     return (TASKS[checkpoint.card.task](rng) for _ in range(count or 1000))
 
 
+def process_share() -> tuple[int, int]:
+    """(rank, world size) of this process under an initialised torch.distributed process group; (0, 1) otherwise.
+    A corpus pass shared by ranks gives chunk i to rank i % world."""
+    return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+
+
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
     iterator = iter(pairs)
     while chunk := list(islice(iterator, size)):
@@ -185,7 +191,7 @@ def run(checkpoint: Checkpoint, out: str | Path, pairs: Iterable[tuple[str, str]
     """Write the statistics of `pairs` to `out` (Parquet); returns how many sentences this process read. Under an
     initialised process group, each rank writes a shard and rank 0 merges them into `out`."""
     out = Path(out)
-    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    rank, world = process_share()
     target = out if world == 1 else out.with_name(f"{out.name}.shard{rank}-of-{world}")
     punctuation = {"src": punctuation_pieces(checkpoint.src_tokenizer),
                    "tgt": punctuation_pieces(checkpoint.tgt_tokenizer)}

@@ -23,12 +23,13 @@ from itertools import islice
 
 import numpy as np
 import pandas as pd
+import torch.distributed as dist
 
 from ..inference.translation import Checkpoint
 from ..io.disk_cache import Arrays, DiskCache, key_of, model_digest
 from ..model.model import Transformer
 from ..model.record import KIND_SIDES
-from .corpus_heads import STATISTICS, corpus_pairs
+from .corpus_heads import STATISTICS, corpus_pairs, process_share
 from .head_map import BATCH_SIZE as PATTERN_BATCH
 from .head_map import HeadPatterns, _heads_of, follow_head, head_map, head_patterns, match_heads
 from .qk_space import BATCH_SIZE as PICTURE_BATCH
@@ -111,24 +112,35 @@ def _picture_points(checkpoint: Checkpoint, heads: Sequence[Head]) -> int:
     return max(1000, min(MAX_POINTS, PICTURE_BYTES // (4 * d_head * max(1, len(heads)))))
 
 
-def summarise(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]], turn: Turn = nullcontext) -> CorpusSummary:
-    """The summary of `pairs` (computed, not cached: see corpus_summary)."""
+def summarise(checkpoint: Checkpoint, pairs: Sequence[tuple[str, str]], turn: Turn = nullcontext,
+              distributed: bool = False) -> CorpusSummary:
+    """The summary of `pairs` (computed, not cached: see corpus_summary). `distributed`: under an initialised
+    torch.distributed group, the ranks share the work (each reads its share of the chunks for the patterns and the
+    neurons, and pictures its share of the heads) and every rank returns the whole summary."""
     pairs = list(pairs)
-    heads = [head for kind_heads in _heads_of(checkpoint).values() for head in kind_heads]
-    patterns = head_patterns(checkpoint, pairs, turn=turn)
-    found = queries_keys_of(checkpoint, heads, pairs, PICTURE_SENTENCES, _picture_points(checkpoint, heads),
-                            turn=turn)
+    by_kind = _heads_of(checkpoint)
+    heads = [head for kind_heads in by_kind.values() for head in kind_heads]
+    rank, world = process_share() if distributed else (0, 1)
+    patterns = head_patterns(checkpoint, pairs, turn=turn, distributed=distributed)
+    mine = heads[rank::world]
+    found = queries_keys_of(checkpoint, mine, pairs, PICTURE_SENTENCES, _picture_points(checkpoint, heads),
+                            turn=turn, bounded_by=by_kind) if mine else {}
     points = {}
     for head, data in found.items():
         frame = projected(data)
         points[head] = (frame[["x", "y"]].to_numpy(np.float32),
                         frame.loc[frame["side"] == "query", "argmax"].to_numpy(np.int32))
+    sentences = len(next(iter(found.values())).pieces) if found else 0
+    if world > 1:
+        gathered = [None] * world
+        dist.all_gather_object(gathered, (points, sentences))
+        points = {head: part[0][head] for head in heads for part in gathered if head in part[0]}
+        sentences = max(part[1] for part in gathered)
     neurons = top_neuron_examples_of(checkpoint, ffn_layers(checkpoint), pairs, TOP_EXAMPLES, CONTEXT,
-                                     max_sentences=len(pairs), turn=turn)
+                                     max_sentences=len(pairs), turn=turn, distributed=distributed)
     examples = corpus_examples(checkpoint, pairs)
     pieces = {"src": [checkpoint.src_tokenizer.pieces(src) for src, _ in examples],
               "tgt": [checkpoint.tgt_tokenizer.pieces(tgt) for _, tgt in examples]}
-    sentences = len(next(iter(found.values())).pieces) if found else 0
     return CorpusSummary("", pairs, pieces, patterns, sentences, points,
                          {layer: frame[NEURON_NUMBERS] for layer, frame in neurons.items()})
 
@@ -245,23 +257,43 @@ def corpus_pairs_list(checkpoint: Checkpoint, count: int = SENTENCES) -> list[tu
 
 
 def corpus_summary(checkpoint: Checkpoint, count: int = SENTENCES, *, pairs: Sequence[tuple[str, str]] | None = None,
-                   cache: DiskCache | None = None, turn: Turn = nullcontext, digest: str | None = None
-                   ) -> CorpusSummary:
+                   cache: DiskCache | None = None, turn: Turn = nullcontext, digest: str | None = None,
+                   distributed: bool = False) -> CorpusSummary:
     """The summary of `pairs` (default: the first `count` of the checkpoint's corpus), from `cache` (default: the
-    DiskCache of the environment) or computed and kept there. `digest`: the weights' model_digest, if known."""
+    DiskCache of the environment) or computed and kept there. `digest`: the weights' model_digest, if known.
+    `distributed`: under an initialised torch.distributed group, rank 0 alone reads and writes the cache, the ranks
+    share the computing (summarise) where there is something to compute, and every rank returns the summary."""
     pairs = corpus_pairs_list(checkpoint, count) if pairs is None else [tuple(pair) for pair in pairs]
     if not pairs:
         raise ValueError(f"{checkpoint.name}: no sentences to read")
     cache, digest = cache or DiskCache(), digest or model_digest(checkpoint.model)
     key = summary_key(checkpoint, pairs, digest)
+    rank, world = process_share() if distributed else (0, 1)
     read = []  # the entry decoded while it was checked: a summary's reading is mostly its decoding
+    computing = [False]  # rank 0 tells the others whether to join summarise()
 
     def check(arrays: Arrays, value: object) -> None:
         read.append(decode(checkpoint, key, arrays, value))
 
-    arrays, value = cache.get(key, lambda: encode(summarise(checkpoint, pairs, turn)), check)
-    cache.write(_latest_key(digest, len(pairs)), {}, {"summary": key})
-    return read[0] if read else decode(checkpoint, key, arrays, value)
+    def build() -> tuple[Arrays, object]:
+        if world > 1:
+            computing[0] = True
+            dist.broadcast_object_list(computing, src=0)
+        return encode(summarise(checkpoint, pairs, turn, distributed))
+
+    entry = [None]
+    if rank == 0:
+        entry[0] = cache.get(key, build, check)
+        cache.write(_latest_key(digest, len(pairs)), {}, {"summary": key})
+    if world > 1:
+        if rank == 0 and not computing[0]:
+            dist.broadcast_object_list(computing, src=0)  # the entry was read: nothing to compute
+        elif rank != 0:
+            dist.broadcast_object_list(computing, src=0)
+            if computing[0]:
+                summarise(checkpoint, pairs, turn, distributed)
+        dist.broadcast_object_list(entry, src=0)
+    return read[0] if read else decode(checkpoint, key, *entry[0])
 
 
 def _latest_key(digest: str, count: int) -> str:

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+import torch.distributed as dist
 from scipy.optimize import linear_sum_assignment
 
 from ..data.corpora import collate
@@ -41,6 +42,7 @@ from .corpus_heads import (
     attention_statistics,
     corpus_pairs,
     corpus_unavailable,
+    process_share,
     punctuation_pieces,
 )
 from .qk_space import corpus_examples
@@ -142,12 +144,17 @@ def _pairs(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]] | None) -> I
     return corpus_pairs(checkpoint, SENTENCES)
 
 
-def _chunks(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]], batch_size: int
-            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(src (batch, src_len), decoder input (batch, tgt_len)) of consecutive pairs, teacher-forced, padded."""
+def _chunks(checkpoint: Checkpoint, pairs: Iterable[tuple[str, str]], batch_size: int,
+            share: tuple[int, int] = (0, 1)) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """(src (batch, src_len), decoder input (batch, tgt_len)) of consecutive pairs, teacher-forced, padded; with
+    `share` (rank, world), only the chunks i with i % world == rank."""
+    rank, world = share
     iterator = iter(pairs)
+    index = 0
     while chunk := list(islice(iterator, batch_size)):
-        yield collate(corpus_examples(checkpoint, chunk), checkpoint.config.pad_id)
+        if index % world == rank:
+            yield collate(corpus_examples(checkpoint, chunk), checkpoint.config.pad_id)
+        index += 1
 
 
 @torch.no_grad()
@@ -242,6 +249,11 @@ class _Mean:
         self.total += torch.where(keep, values, 0.0).sum(dim=0)
         self.count += keep.sum(dim=0)
 
+    def add_across_ranks(self) -> None:
+        """Every rank's sums added (torch.distributed): each rank then holds the mean over all of their sentences."""
+        dist.all_reduce(self.total)
+        dist.all_reduce(self.count)
+
     def mean(self) -> np.ndarray:
         return (self.total / self.count).numpy()  # 0/0 = NaN where no sentence had a value
 
@@ -260,11 +272,13 @@ def _heads_of(checkpoint: Checkpoint) -> dict[str, list[tuple[str, int, int]]]:
 # ----------------------------------------------------------------------------- the map of one model's heads
 
 def head_patterns(checkpoint: Checkpoint | str | Path, pairs: Iterable[tuple[str, str]] | None = None, *,
-                  batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext
-                  ) -> HeadPatterns:
+                  batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext,
+                  distributed: bool = False) -> HeadPatterns:
     """Every head's mean statistics and every two heads' divergence over `pairs` (default: SENTENCES of the
     checkpoint's corpus), read in chunks of `batch_size` sentences, each chunk's forward pass inside `turn()` (a
-    caller's share of the model)."""
+    caller's share of the model). `distributed`: under an initialised torch.distributed group, each rank reads its
+    share of the chunks (corpus_heads.process_share) and the sums are added across ranks, so that every rank returns
+    the patterns of all `pairs`."""
     checkpoint = _loaded(checkpoint)
     by_kind = _heads_of(checkpoint)
     heads = [head for kind_heads in by_kind.values() for head in kind_heads]
@@ -277,7 +291,8 @@ def head_patterns(checkpoint: Checkpoint | str | Path, pairs: Iterable[tuple[str
                   for kind, kind_heads in by_kind.items()}
     punctuation = _punctuation(checkpoint)
     sentences = 0
-    for src, tgt in _chunks(checkpoint, _pairs(checkpoint, pairs), batch_size):
+    share = process_share() if distributed else (0, 1)
+    for src, tgt in _chunks(checkpoint, _pairs(checkpoint, pairs), batch_size, share):
         with turn():
             kinds = _captured(checkpoint, checkpoint.model, src, tgt, punctuation)
         binned = {kind: _binned(captured) for kind, captured in kinds.items()}
@@ -294,6 +309,12 @@ def head_patterns(checkpoint: Checkpoint | str | Path, pairs: Iterable[tuple[str
                 statistics[kind_a][name].add(captured_a.statistics[name])
         divergence.add(chunk)
         sentences += src.size(0)
+    if share[1] > 1:
+        for mean in [divergence, *(mean for kind in statistics.values() for mean in kind.values())]:
+            mean.add_across_ranks()
+        read = torch.tensor(sentences)
+        dist.all_reduce(read)
+        sentences = int(read)
     if not sentences:
         raise ValueError("no sentences to read: pairs is empty")
     matrix = np.nan_to_num(divergence.mean(), nan=np.log(2))  # never compared (no row to): as far apart as can be

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+import torch.distributed as dist
 
 from ..data.corpora import collate
 from ..inference.translation import Checkpoint, load_checkpoint
@@ -29,7 +30,7 @@ from ..model.capture import capture
 from ..model.device import model_device
 from ..model.hooks import ATTENTION_KINDS, attention_name, attention_site, hook_points
 from ..model.record import KIND_SIDES
-from .corpus_heads import corpus_pairs
+from .corpus_heads import corpus_pairs, process_share
 
 MAX_SENTENCES = 200  # sentences read by default: a picture of a few thousand points, drawn in a second
 MAX_POINTS = 20_000  # queries and keys kept at most (of whole sentences): the figure's points stay drawable
@@ -108,11 +109,12 @@ def queries_keys(checkpoint: Checkpoint | str | Path, kind: str, layer: int, hea
 def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[str, int, int]],
                     pairs: Iterable[tuple[str, str]] | None = None, max_sentences: int = MAX_SENTENCES,
                     max_points: int = MAX_POINTS, batch_size: int = BATCH_SIZE,
-                    turn: Callable[[], AbstractContextManager] = nullcontext
+                    turn: Callable[[], AbstractContextManager] = nullcontext, bounded_by: Iterable[str] = ()
                     ) -> dict[tuple[str, int, int], QueriesKeys]:
     """queries_keys of several heads (kind, layer, head) in one pass over the corpus, each by its full kind name. They
-    share their sentences: the pass stops before the sentence that would take any of them past `max_points`. Each
-    chunk's forward pass runs inside `turn()` (a caller's share of the model)."""
+    share their sentences: the pass stops before the sentence that would take a head of any of their kinds (and of
+    the kinds `bounded_by`: several passes over parts of a model's heads then stop at the same sentence) past
+    `max_points`. Each chunk's forward pass runs inside `turn()` (a caller's share of the model)."""
     checkpoint = _loaded(checkpoint)
     model, pad = checkpoint.model, checkpoint.config.pad_id
     sites = {}  # head -> (site, kv head)
@@ -134,7 +136,7 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
     pairs = corpus_pairs(checkpoint, max_sentences) if pairs is None else pairs
     found = {head: ([], [], [], []) for head in heads}  # head -> queries, keys, weights, argmax per sentence
     texts: dict[str, list[list[str]]] = {"src": [], "tgt": []}
-    kept = dict.fromkeys(kinds, 0)  # queries and keys kept so far, per kind; whether the next sentence would pass
+    kept = dict.fromkeys(kinds | set(bounded_by), 0)  # queries and keys kept so far, per kind
     full = False
     for src, tgt, src_pieces, tgt_pieces in _batches(checkpoint, pairs, max_sentences, batch_size):
         with turn(), capture(model, names) as record:
@@ -142,11 +144,11 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
         ids = {"src": src.cpu(), "tgt": tgt.cpu()}
         for item in range(src.size(0)):
             length = {side: int((ids[side][item] != pad).sum()) for side in ids}
-            points = {kind: length[KIND_SIDES[kind][0]] + length[KIND_SIDES[kind][1]] for kind in kinds}
-            full = any(kept[kind] + points[kind] > max_points for kind in kinds)
+            points = {kind: length[KIND_SIDES[kind][0]] + length[KIND_SIDES[kind][1]] for kind in kept}
+            full = any(kept[kind] + points[kind] > max_points for kind in kept)  # whether this sentence would pass
             if full:
                 break
-            for kind in kinds:
+            for kind in kept:
                 kept[kind] += points[kind]
             for (kind, layer, head), (site, kv_head) in sites.items():
                 q_len, k_len = length[KIND_SIDES[kind][0]], length[KIND_SIDES[kind][1]]
@@ -316,14 +318,23 @@ def top_neuron_examples(checkpoint: Checkpoint | str | Path, stack: str, layer: 
                                   batch_size)[(stack, layer)]
 
 
+def _highest(candidates: torch.Tensor, places: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per neuron, the `top` highest of `candidates` (n, neurons), given in corpus order, and their places (n, neurons,
+    2): a stable sort keeps equal activations in corpus order."""
+    order = candidates.sort(dim=0, descending=True, stable=True).indices[:top]  # (kept, neurons)
+    return candidates.gather(0, order), places.gather(0, order[..., None].expand(-1, -1, 2))
+
+
 @torch.no_grad()
 def top_neuron_examples_of(checkpoint: Checkpoint | str | Path, layers: Sequence[tuple[str, int]],
                            pairs: Iterable[tuple[str, str]] | None = None, top: int = 10, context: int = 3,
                            neurons: Sequence[int] | None = None, max_sentences: int = MAX_SENTENCES,
-                           batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext
-                           ) -> dict[tuple[str, int], pd.DataFrame]:
+                           batch_size: int = BATCH_SIZE, turn: Callable[[], AbstractContextManager] = nullcontext,
+                           distributed: bool = False) -> dict[tuple[str, int], pd.DataFrame]:
     """top_neuron_examples of several feed-forward layers (stack, layer) in one pass over the corpus; each chunk's
-    forward pass runs inside `turn()`."""
+    forward pass runs inside `turn()`. `distributed`: under an initialised torch.distributed group, each rank reads
+    its share of the chunks (corpus_heads.process_share) and the ranks' best are merged, so that every rank returns
+    the examples of all the sentences."""
     checkpoint = _loaded(checkpoint)
     model, pad = checkpoint.model, checkpoint.config.pad_id
     names = {}
@@ -343,7 +354,12 @@ def top_neuron_examples_of(checkpoint: Checkpoint | str | Path, layers: Sequence
     best = {layer: torch.empty(0, len(chosen)) for layer in names}
     where = {layer: torch.empty(0, len(chosen), 2, dtype=torch.long) for layer in names}
     sentences: dict[str, list[list[str]]] = {"src": [], "tgt": []}
-    for src, tgt, src_pieces, tgt_pieces in _batches(checkpoint, pairs, max_sentences, batch_size):
+    rank, world = process_share() if distributed else (0, 1)
+    for index, (src, tgt, src_pieces, tgt_pieces) in enumerate(_batches(checkpoint, pairs, max_sentences, batch_size)):
+        if index % world != rank:  # another rank's chunk: only its pieces are needed here
+            sentences["src"] += src_pieces
+            sentences["tgt"] += tgt_pieces
+            continue
         with turn(), capture(model, list(names.values())) as record:
             _run(model, run_stack, src, tgt)
         for (stack, layer), name in names.items():
@@ -355,14 +371,21 @@ def top_neuron_examples_of(checkpoint: Checkpoint | str | Path, layers: Sequence
             first = len(sentences["src" if stack == "encoder" else "tgt"])
             places = torch.stack(torch.meshgrid(torch.arange(batch) + first, torch.arange(length), indexing="ij"),
                                  dim=-1).reshape(-1, 1, 2)  # (batch * length, 1, 2)
-            candidates = torch.cat([best[(stack, layer)], activations.reshape(batch * length, -1)])
-            candidate_places = torch.cat([where[(stack, layer)], places.expand(-1, len(chosen), -1)])
-            # A stable sort keeps equal activations in corpus order: the kept ones (earlier) before this chunk's.
-            order = candidates.sort(dim=0, descending=True, stable=True).indices[:top]  # (kept, neurons)
-            best[(stack, layer)] = candidates.gather(0, order)
-            where[(stack, layer)] = candidate_places.gather(0, order[..., None].expand(-1, -1, 2))
+            # The kept ones (earlier in the corpus) before this chunk's: candidates in corpus order.
+            best[(stack, layer)], where[(stack, layer)] = _highest(
+                torch.cat([best[(stack, layer)], activations.reshape(batch * length, -1)]),
+                torch.cat([where[(stack, layer)], places.expand(-1, len(chosen), -1)]), top)
         sentences["src"] += src_pieces
         sentences["tgt"] += tgt_pieces
+    if world > 1:
+        for layer in names:
+            gathered = [None] * world
+            dist.all_gather_object(gathered, (best[layer], where[layer]))
+            candidates, places = (torch.cat(part) for part in zip(*gathered))
+            width = int(places[..., 1].max()) + 1 if places.numel() else 1
+            corpus_order = (places[..., 0] * width + places[..., 1]).sort(dim=0, stable=True).indices
+            best[layer], where[layer] = _highest(candidates.gather(0, corpus_order),
+                                                 places.gather(0, corpus_order[..., None].expand(-1, -1, 2)), top)
     frames = {}
     for stack, layer in names:
         side_pieces = sentences["src" if stack == "encoder" else "tgt"]
