@@ -28,6 +28,7 @@ from transformer.analysis.head_map import (
     head_roles,
     js_divergence,
     match_heads,
+    roles_no_head_reaches,
 )
 from viz.head_map import head_map_figure, head_matching_figure
 
@@ -117,6 +118,17 @@ def test_roles_threshold_and_largest():
     assert head_roles(statistics) == ["previous-token", "induction", "", ""]
 
 
+def test_the_roles_no_head_reaches_name_the_closest_head():
+    frame = pd.DataFrame({"kind": ["decoder.self_attn"] * 3, "layer": [0, 0, 1], "head": [0, 1, 0],
+                          "previous_share": [0.3, 0.35, 0.0], "induction_share": [0.0, 0.1, 0.7],
+                          "diagonal_share": [0.2, 0.1, 0.0], "first_share": [0.1, 0.1, 0.45],
+                          "eos_share": [0.0, 0.0, 0.0]})
+    frame["role"] = head_roles(frame)
+    # first-token passes the threshold in a head whose role is induction: reached; end-of-sentence is never seen
+    assert roles_no_head_reaches(frame) == [("previous-token", ("decoder.self_attn", 0, 1), 0.35),
+                                            ("diagonal", ("decoder.self_attn", 0, 0), 0.2)]
+
+
 # ----------------------------------------------------------------------------- reverse
 
 def test_divergences_match_per_sentence_passes(reverse):
@@ -187,7 +199,12 @@ def test_induction_heads_and_following_one_through_training(induction, tmp_path)
     frame = head_map(head_patterns(induction, pairs))
     marked = frame[frame["role"] == "induction"]
     assert len(marked) >= 1 and set(marked["layer"]) == {1}  # the induction heads sit in the second layer
-    assert frame.loc[frame["previous_share"].idxmax(), "layer"] == 0  # the previous-token head, in the first
+    # The previous-token step sits in the first layer, shared by heads that each put about a third of their weight
+    # there: none is marked, and the map says which comes closest.
+    assert frame.loc[frame["previous_share"].idxmax(), "layer"] == 0
+    assert not (frame["role"] == "previous-token").any()
+    role, (_, layer, _), share = roles_no_head_reaches(frame)[0]
+    assert (role, layer) == ("previous-token", 0) and 0.25 < share <= ROLE_THRESHOLD
 
     strongest = frame.loc[frame["induction_share"].idxmax()]
     followed = follow_head(induction, strongest["kind"], int(strongest["layer"]), int(strongest["head"]), pairs)

@@ -43,6 +43,7 @@ from transformer import (
 )
 from transformer.analysis import attribution, corpus_heads, corpus_summary
 from transformer.analysis.forced import aligned_foil, contrast, force, sequence_log_prob
+from transformer.analysis.head_map import ROLE_THRESHOLD, roles_no_head_reaches
 from transformer.analysis.lens import logit_lens
 from transformer.analysis.patching import patch_texts
 from transformer.analysis.qk_space import attended_nearest_share
@@ -602,8 +603,11 @@ def summary(path: str, version: int, count: int) -> Summary:
 
 @expiring(KEPT_FOR, max_entries=16)
 def head_map(path: str, version: int, count: int) -> pd.DataFrame:
-    """Every head placed by how alike it attends (transformer.analysis.head_map.head_map), with its role."""
-    return summary(path, version, count).summary.map()
+    """Every head placed by how alike it attends (transformer.analysis.head_map.head_map), with its role; in its
+    attrs, the roles no head has with the closest head to each (roles_no_head_reaches), and ROLE_THRESHOLD."""
+    frame = summary(path, version, count).summary.map()
+    frame.attrs.update(roles_no_head_reaches=roles_no_head_reaches(frame), role_threshold=ROLE_THRESHOLD)
+    return frame
 
 
 @expiring(KEPT_FOR, max_entries=64, spinner="Placing the queries and keys by t-SNE…")

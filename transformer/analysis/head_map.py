@@ -118,6 +118,20 @@ def head_roles(statistics: pd.DataFrame) -> list[str]:
     return [names[index] if row[index] > ROLE_THRESHOLD else "" for row, index in zip(shares, best)]
 
 
+def roles_no_head_reaches(frame: pd.DataFrame) -> list[tuple[str, tuple[str, int, int], float]]:
+    """For each role (ROLES) whose statistic no head of a head_map frame has over ROLE_THRESHOLD, the head whose
+    statistic for it is highest and that statistic: (role, (kind, layer, head), share), in ROLES order. A role whose
+    statistic is zero or NaN in every head (a pattern the corpus never shows) is left out."""
+    missing = []
+    for statistic, role in ROLES.items():
+        shares = frame[statistic].astype(float)
+        if (shares > ROLE_THRESHOLD).any() or not (shares.fillna(0.0) > 0).any():
+            continue
+        best = frame.loc[shares.idxmax()]
+        missing.append((role, (best["kind"], int(best["layer"]), int(best["head"])), float(best[statistic])))
+    return missing
+
+
 # ----------------------------------------------------------------------------- one chunk of the corpus
 
 @dataclass
