@@ -137,4 +137,5 @@ def test_the_induction_models_map_marks_its_induction_heads_and_says_no_head_is_
     assert [trace["name"] for trace in rings] == ["induction"]
     assert {data[1] for data in rings[0]["customdata"]} == {1}  # (kind, layer, head, …): layer 1
     said = " ".join(text.value for text in [*at.caption, *at.markdown])
-    assert "No head is marked previous-token" in said and "Closest: previous-token, decoder self · layer 0 · head" in said
+    assert "No head is marked previous-token" in said
+    assert "Closest: previous-token, decoder self · layer 0 · head" in said

@@ -219,12 +219,13 @@ SIDES = {"encoder.self_attn": {"x": "src", "y": "src"},  # key side, query side
 LECTURE_FONT_PX = 12  # a projector's smallest token label
 # The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
 # LECTURE_FONT_PX) at up to 30 input pieces: Stages, Compare and Patching show their panels one at a time there
-# (panel_picker), the head view sets its list closer. Still scrolling inside their box: the Model view's thumbnails
-# (labels under 12 px from 24 pieces), the Masks (a decoder axis of 40 output pieces, and 3 pads, needs more rows
-# than 12 px labels allow in 688 px), and the figures under the main one.
+# (panel_picker), the head view sets its list closer, Inside a head shrinks its rows' font to the screen's height.
+# Still scrolling inside their box: the Model view's thumbnails (labels under 12 px from 24 pieces), the Masks with
+# padding (a decoder axis of 39 output pieces and 3 pads needs more rows than 12 px labels allow in 708 px), and the
+# figures under the main one.
 LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
                        "compare-inputs", "decoding", "attribution", "positional", "headview", "patching", "training",
-                       "heads", "corpus", "corpus-queries-keys")
+                       "heads", "corpus", "corpus-queries-keys", "masks", "inside")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
@@ -548,6 +549,7 @@ FIT_CASES = [
     ("attention-stages", {"view": "attention", "kind": "encoder.self_attn", "stages": "1"}, ("8", "64"), None),
     ("model", {"kind": "encoder.self_attn"}, ("24", "64"), None),
     ("headview", {"kind": "decoder.cross_attn"}, ("8", "64"), None),
+    ("inside", {"kind": "decoder.cross_attn"}, ("8", "64"), None),
     ("compare-heads", {"view": "compare", "compare": "heads"}, ("24", "64"), None),
     ("compare-layers", {"view": "compare", "compare": "layers"}, ("8", "64"), None),
     ("compare-snapshots", {"view": "compare", "compare": "snapshots"}, ("24", "64"), None),
@@ -567,6 +569,11 @@ FIT_CASES = [
 ]
 # Views whose first element under the controls is not a figure (Ablation opens on its outputs).
 NOT_FIGURE_FIRST = ("ablation",)
+# Lecture mode's output (the headline beside the figure): the lines its box shows, and whether more are there.
+HEADLINE_LINES_JS = """() => {
+  const text = document.querySelector('.st-key-headline [data-testid="stText"]');
+  return text.getBoundingClientRect().height / parseFloat(getComputedStyle(text).lineHeight);
+}"""
 # Each Plotly figure's box, whether it stands in a box that says it scrolls (show_figure's overflow- boxes), and any
 # clipping ancestor it passes (overflow other than visible), in the window's pixels.
 FIT_JS = """() => [...document.querySelectorAll('.stPlotlyChart .main-svg:first-of-type')].map(svg => {
@@ -674,5 +681,9 @@ def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
             problems += fit_problems(case, page.evaluate(FIT_JS), window, screen == "lecture",
                                      view not in NOT_FIGURE_FIRST and not click,
                                      whole=screen == "lecture" and name in LECTURE_WHOLE_VIEWS)
+            if screen == "lecture":  # the output beside the figure: two lines at most, the rest scrolled to
+                lines = page.evaluate(HEADLINE_LINES_JS)
+                if lines > 2.05:
+                    problems.append(f"{case}: the output takes {lines:.1f} lines")
             screenshot(page, folder, f"fit-{case}")
     assert not problems, problems

@@ -252,7 +252,7 @@ SHOTS = Path(os.environ.get("ATLAS_SCREENSHOTS") or "/tmp/shots58inside")
 @pytest.mark.slow
 def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_checkpoints, tmp_path):
     """At 1400 x 1000, and 1280 x 720 in lecture mode: the rotation step of a grouped-query head labels its query and
-    every key once, fits the page and (lecture) starts within the first 320 px, and says which key/value head it
+    every key once, fits the page and (lecture) starts at the top (LECTURE_TOP_PX), and says which key/value head it
     reads; the model view of 30 layers x 9 heads (3 key/value heads) labels its outer axes with every token, its
     panel titles (each naming its kv head) touch nothing, and it fits the page. Screenshots in SHOTS."""
     pytest.importorskip("playwright.sync_api", reason="needs python playwright")
@@ -260,7 +260,6 @@ def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_c
 
     from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium
     from deploy.server import streamlit_server
-    from ui.screen import LECTURE_ABOVE_TOP_PX
 
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's chromium at /usr/bin/chromium")
@@ -294,8 +293,7 @@ def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_c
                         if result["shown"]["figure"] > result["shown"]["page"] + 1:
                             problems.append(f"{label} {figure}: {result['shown']['figure']:.0f} px wide on a "
                                             f"{result['shown']['page']:.0f} px page")
-                    top_px = LECTURE_ABOVE_TOP_PX if name == "rotation" else LECTURE_TOP_PX  # Inside: controls above
-                    if mode == "lecture" and results[0]["top"] > top_px:
+                    if mode == "lecture" and results[0]["top"] > LECTURE_TOP_PX:
                         problems.append(f"{label}: the figure starts {results[0]['top']:.0f} px down")
                     if name == "rotation" and "reads key/value head 1, shared with heads 3, 4, 5" not in \
                             page.inner_text("body"):

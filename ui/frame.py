@@ -14,7 +14,7 @@ from .widgets import folded
 # fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
 # little padding above the page (the header bar, its two icons outside the content, lets the page show through and
 # only its buttons take clicks), the view list and the lecture switch drawn at 80 %, less space between elements, and
-# the controls at 72 % (they are the lecturer's, not the room's). The output takes four lines at most, the warnings
+# the controls at 72 % (they are the lecturer's, not the room's). The output takes two lines at most, the warnings
 # two, and scroll beyond (a 64-token translation and three warnings about it would push the controls down).
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
@@ -29,7 +29,7 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 [class*="st-key-controls-"] [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
 [data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
 [data-testid="stAlertContainer"] p { font-size: 0.85rem; max-height: 3.2em; overflow-y: auto; }
-.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 5.2em; overflow-y: auto; }
+.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
 </style>"""
 
 
@@ -48,9 +48,8 @@ def draw_page() -> None:
 
 def regions(beside: bool) -> tuple:
     """Where the page draws: (the top row: view picker, input, lecture switch; what goes under it: notices, a slide's
-    line; the sidebar's page-wide messages and the output; the view). beside (lecture mode, for most views): a
-    projector's height is the figure's, all but the view stand in a column beside it (screen.STAGE of the width is
-    the view's)."""
+    line; the sidebar's page-wide messages and the output; the view). beside (lecture mode): a projector's height is
+    the figure's, all but the view stand in a column beside it (screen.STAGE of the width is the view's)."""
     if beside:
         side, stage = st.columns([1 - screen.STAGE, screen.STAGE], gap="small")
         return side, side, side, stage.container(key="stage")
@@ -68,9 +67,7 @@ def draw_frame() -> None:
                        initial_sidebar_state="collapsed" if lecture else "auto")
     st.sidebar.title("Attention Atlas")
     labels = {view.key: view.label for view in VIEWS}
-    # The view shown decides the layout (View.beside); a newly picked one is in session state when its rerun starts.
-    beside = lecture and getattr(BY_KEY.get(st.session_state.view), "beside", True)
-    top, under, side, stage = regions(beside)
+    top, under, side, stage = regions(lecture)
     if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
         key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
                          label_visibility="collapsed", width=260)
@@ -85,7 +82,7 @@ def draw_frame() -> None:
     if st.session_state.lecture:
         st.html(LECTURE_CSS)
     notices = under.container()
-    space = screen.figure_space(lecture, beside)
+    space = screen.figure_space(lecture)
     try:
         with side:
             page = build_page(headline, space)
@@ -94,7 +91,7 @@ def draw_frame() -> None:
             stage.info(view.missing(page))
         elif page is not None and (page.analysis is not None or not view.needs_input):
             try:
-                with stage, widgets.controls_beside(side if beside else None):
+                with stage, widgets.controls_beside(side if lecture else None):
                     view.render(page)
             except (passes.OutOfMemory, passes.ServerBusy) as error:  # any pass of the view: a message instead
                 stage.error(str(error))

@@ -16,13 +16,12 @@ import streamlit as st
 DEFAULT_PX = {False: (940, 900), True: (1214, 720)}
 SCROLLBAR_PX = 16  # kept free for the page's own scrollbar
 # Lecture mode gives a figure the projector's height: the input, the output and the controls stand in a column
-# beside it (ui.frame), the figure in the other, STAGE of the width; it starts within LECTURE_TOP_PX. A view whose
-# figures need the width (View.beside False) has its controls above them instead, its figures starting within
-# LECTURE_ABOVE_TOP_PX.
+# beside it (ui.frame), the figure in the other, STAGE of the width; it starts within LECTURE_TOP_PX (at FIGURE_TOP_PX
+# where nothing stands above it in its column: the height it is given starts there).
 STAGE = 0.74
 COLUMN_GAP_PX = 22  # st.columns' small gap, 1 rem of lecture mode's 22 px
 LECTURE_TOP_PX = 24
-LECTURE_ABOVE_TOP_PX = 320
+FIGURE_TOP_PX = 4  # measured in Chromium at 1280 x 720: 2 px
 
 PROBE_JS = """
 export default function(component) {
@@ -69,13 +68,10 @@ def measured(lecture: bool) -> tuple[int, int]:
     return width, height
 
 
-def figure_space(lecture: bool, beside: bool = True) -> tuple[int, int | None]:
+def figure_space(lecture: bool) -> tuple[int, int | None]:
     """(width, height) a figure may take: the content width less the scrollbar's; in lecture mode the figures'
-    column (beside) or the whole width, and the window's height below where the figure starts (elsewhere the page
-    scrolls: no height limit)."""
+    column and the window's height below where the figure starts (elsewhere the page scrolls: no height limit)."""
     width, height = measured(lecture)
     if not lecture:
         return width - SCROLLBAR_PX, None
-    if not beside:
-        return width - SCROLLBAR_PX, height - LECTURE_ABOVE_TOP_PX - 8
-    return int((width - COLUMN_GAP_PX) * STAGE) - SCROLLBAR_PX, height - LECTURE_TOP_PX - 8
+    return int((width - COLUMN_GAP_PX) * STAGE) - SCROLLBAR_PX, height - FIGURE_TOP_PX - 8

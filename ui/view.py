@@ -17,9 +17,6 @@ class View:
     # them; a model without one (decoder-only, encoder-only) gets a note saying so instead of the view.
     needs: tuple[str, ...] = ()
     needs_why: str = ""
-    # Lecture mode: its controls in a column beside its figures, which get the screen's height (True); or above them,
-    # the figures the screen's width (False: wide figures, such as the steps of Inside a head).
-    beside: bool = True
 
     def missing(self, page: Page) -> str:
         """Why this view has nothing to show for the page's model, or "" when it has."""

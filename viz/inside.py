@@ -5,7 +5,9 @@ A figure is never wider than its `width` (the space it is shown in): a vector's 
 its dimension ticks thin out to stay readable; a long input makes a figure taller, never wider. Bars (a number per
 token) stand in panels of their own beside the heatmap, their values written on them.
 """
+import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -74,6 +76,21 @@ def _bar_range(values, blocked, panel_px: float, font: int) -> list[float]:
     return [low - left / scale, high + right / scale]
 
 
+def _fitted(theme: Theme, rows: int, width_of: Callable[[Theme], float] | None = None) -> Theme:
+    """The theme at the largest font, from its own down to its min_font_size, at which a figure of `rows` token rows
+    (_frame's height) fits theme.height, and its width (width_of, where given: panels of a fixed width in fonts)
+    theme.width; the theme as it is without a height."""
+    if theme.height is None:
+        return theme
+    fixed = LINE_EM * theme.title_size + 16 + 6 + 18  # the title, and the gaps round the panels' titles and ticks
+    for font in range(theme.font_size, theme.min_font_size, -1):
+        sized = dataclasses.replace(theme, font=font)
+        if fixed + font * (2 * LINE_EM + ROW_EM * rows) <= theme.height and (
+                width_of is None or theme.width is None or width_of(sized) <= theme.width):
+            return sized
+    return dataclasses.replace(theme, font=theme.min_font_size)
+
+
 def _frame(theme: Theme, labels, title: str, panel_widths: list[float], colour_bar: bool) -> tuple[dict, list]:
     """Layout of panels side by side (pixels), the labels left of the first, and each panel's x domain."""
     font = theme.font_size
@@ -109,6 +126,7 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
     bar in a panel beside them, headed `bars_heading`; `blocked_rows` (rows,) bool: rows whose bar is MASKED."""
     vectors = _check(vectors, labels, "vectors")
     rows, dims = vectors.shape
+    theme = _fitted(theme, rows)
     font = theme.font_size
     bar_w = BAR_PANEL_EM * font if bars is not None else 0.0
     scale = rows >= 3
@@ -137,7 +155,8 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
                                 showticklabels=False, zeroline=True, showgrid=False)
         layout["yaxis2"] = dict(matches="y", showticklabels=False, **token_range(rows, top_down=True))
         annotations.append(_panel_title(bars_heading, domains[1], theme))
-    layout["annotations"] = annotations
+    if annotations:  # plotly keeps no empty list
+        layout["annotations"] = annotations
     return themed(data, layout, theme, title)
 
 
@@ -150,6 +169,7 @@ def rotation_figure(before: ArrayLike, after: ArrayLike, labels: Tokens, *, titl
     if before.shape != after.shape:
         raise ValueError(f"before {before.shape} and after {after.shape} must have the same shape")
     rows, dims = before.shape
+    theme = _fitted(theme, rows)
     font = theme.font_size
     scale = rows >= 3
     base, _ = _frame(theme, labels, "", [1.0, 1.0], colour_bar=scale)  # the margins
@@ -183,7 +203,11 @@ def rotation_figure(before: ArrayLike, after: ArrayLike, labels: Tokens, *, titl
 def _bar_panels(panels: list[tuple[str, ArrayLike, np.ndarray]], labels: Tokens, title: str,
                 theme: Theme) -> go.Figure:
     """A bar per label in each of `panels` (heading, values, blocked) side by side, the labels left of the first."""
-    layout, domains = _frame(theme, labels, title, [BAR_PANEL_EM * theme.font_size] * len(panels), colour_bar=False)
+    def frame(sized: Theme) -> tuple[dict, list]:
+        return _frame(sized, labels, title, [BAR_PANEL_EM * sized.font_size] * len(panels), colour_bar=False)
+
+    theme = _fitted(theme, len(labels), lambda sized: frame(sized)[0]["width"])
+    layout, domains = frame(theme)
     data, annotations = [], []
     for index, ((heading, values, masked), domain) in enumerate(zip(panels, domains)):
         suffix = str(index + 1) if index else ""
@@ -225,8 +249,12 @@ def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title:
     """One feed-forward neuron's activation (len(labels),) at every token, a bar each."""
     activations = np.asarray(activations, dtype=float)
     heading = f"neuron {neuron}"
+    def frame(sized: Theme) -> tuple[dict, list]:
+        return _frame(sized, labels, title, [2 * BAR_PANEL_EM * sized.font_size], colour_bar=False)
+
+    theme = _fitted(theme, len(labels), lambda sized: frame(sized)[0]["width"])
     panel = 2 * BAR_PANEL_EM * theme.font_size
-    layout, domains = _frame(theme, labels, title, [panel], colour_bar=False)
+    layout, domains = frame(theme)
     blocked = np.zeros(len(labels), dtype=bool)
     data = _bar_trace(activations, labels, blocked, ("x", "y"), theme, heading)
     layout["xaxis"] = dict(domain=domains[0], range=_bar_range(activations, blocked, panel, theme.font_size),

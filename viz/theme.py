@@ -44,6 +44,7 @@ class Theme:
     width: int | None = None
     height: int | None = None
     smallest_font: int | None = None  # token labels' smallest font, where not the mode's (min_font_size)
+    font: int | None = None  # the text's font, where not the mode's (font_size): a figure fitted to a height
 
     @property
     def _scale(self) -> int:
@@ -51,7 +52,7 @@ class Theme:
 
     @property
     def font_size(self) -> int:
-        return 12 * self._scale
+        return self.font or 12 * self._scale
 
     @property
     def min_font_size(self) -> int:

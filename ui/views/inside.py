@@ -12,7 +12,7 @@ from ui.page import Page
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
-from ui.widgets import controls, head_picker, head_title, kv_head, kv_sentence, show_figure
+from ui.widgets import aside, controls, head_picker, head_title, kv_head, kv_sentence, show_figure
 
 STEPS = ("q and k", "q ⊙ k", "softmax", "output", "neurons")
 # Rotary positions turn q and k between the projections and their product: a step of its own, after the first (the
@@ -158,12 +158,13 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
     side = "src" if kind == "encoder.self_attn" else "tgt"
     tokens = page.analysis.pieces(side)
     stack = "encoder" if side == "src" else "decoder"
-    st.markdown(f"**{number} · the feed-forward network of {stack} layer {layer}: its {activations.shape[1]} neurons**")
+    heading = f"**{number} · the feed-forward network of {stack} layer {layer}: its {activations.shape[1]} neurons**"
+    aside(heading) if page.lecture else st.markdown(heading)  # on a projector the figure keeps the screen's height
     table = viz.inside.top_neurons(activations, tokens, TOP_NEURONS)
     best = int(np.argmax(activations[query]))
     neuron = settle("neuron", range(activations.shape[1]), best)
-    neuron = st.selectbox("Neuron", range(activations.shape[1]), key="neuron", persist_state="session",
-                          format_func=lambda n: f"n{n}", width=200)
+    neuron = controls("inside-neuron").selectbox("Neuron", range(activations.shape[1]), key="neuron",
+                                                 persist_state="session", format_func=lambda n: f"n{n}", width=200)
     show_figure(page, once(viz.inside.neuron_figure, activations[:, neuron], tokens, neuron,
                            title=f"neuron {neuron} over the input", theme=page.theme),
                 "inside-neuron")
@@ -181,4 +182,4 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
                   "over a corpus."))
 
 
-VIEW = View("inside", "Inside a head", render, beside=False)
+VIEW = View("inside", "Inside a head", render)
