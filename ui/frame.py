@@ -14,8 +14,9 @@ from .widgets import folded
 # fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
 # little padding above the page (the header bar, its two icons outside the content, lets the page show through and
 # only its buttons take clicks), the view list and the lecture switch drawn at 80 %, less space between elements, and
-# the controls at 72 % (they are the lecturer's, not the room's). The output takes two lines at most, the warnings
-# two, and scroll beyond (a 64-token translation and three warnings about it would push the controls down).
+# the controls at 72 % (they are the lecturer's, not the room's). The output takes two lines at most, ending in "…"
+# where there is more (shown while the pointer is on it), the warnings two lines, scrolling beyond (a 64-token
+# translation and three warnings about it would push the controls down).
 LECTURE_CSS = """<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 0.1rem 1.5rem 2rem; }
@@ -29,7 +30,10 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 [class*="st-key-controls-"] [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
 [data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
 [data-testid="stAlertContainer"] p { font-size: 0.85rem; max-height: 3.2em; overflow-y: auto; }
-.st-key-headline [data-testid="stText"] { display: block; line-height: 1.3; max-height: 2.6em; overflow-y: auto; }
+.st-key-headline [data-testid="stText"] { line-height: 1.3; }
+.st-key-headline [data-testid="stText"] > span { display: -webkit-box; -webkit-box-orient: vertical;
+  -webkit-line-clamp: 2; overflow: hidden; }
+.st-key-headline [data-testid="stText"]:hover > span { display: block; max-height: 6.5em; overflow-y: auto; }
 </style>"""
 
 
