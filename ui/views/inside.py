@@ -43,7 +43,8 @@ def render(page: Page) -> None:
         q_tokens = viz.produces_labels(q_tokens, analysis.output_tokens)
     query = settle("query", range(len(q_tokens)))
     query = row.selectbox("Query token", range(len(q_tokens)), key="query", persist_state="session",
-                          format_func=lambda t: f"{t}: {viz.piece_text(q_tokens[t])}", width=180,
+                          format_func=lambda t: f"{t}: {viz.piece_text(q_tokens[t])}",
+                          width=155 if page.lecture else 180,  # lecture: the step buttons fit beside it
                           label_visibility="collapsed" if page.lecture else "visible")
     steps = steps_of(page.config)
     step = settle("inside_step", range(len(steps)))
