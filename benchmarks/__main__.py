@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="checkpoint folder(s) to measure (default: checkpoints/eng-fra; with --smoke, a tiny "
                              "random one); several are measured one after another in this run, each row named by its "
                              "folder (new weights beside the old)")
-    parser.add_argument("--json", type=Path, default=Path(__file__).parent / "results.json", help="where to write rows")
+    parser.add_argument("--json", type=Path, help="where to write rows (default: benchmarks/results.json for a run of "
+                                                  "every figure on a real checkpoint; --only and --smoke write only "
+                                                  "where this says, so the committed file keeps a whole run)")
     parser.add_argument("--only", nargs="+", choices=FIGURES, metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch's intra-op threads here and in the processes started (the app server always runs "
@@ -152,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
               "checkpoint": ", ".join(os.path.relpath(folder.resolve(), ROOT.resolve()) for folder in checkpoints),
               "smoke": args.smoke, "seconds": seconds,
               "rows": rows}
-    args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    written = args.json or (None if args.only or args.smoke else Path(__file__).parent / "results.json")
+    if written is not None:
+        written.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     missed = [row for row in rows if row["met"] is False]
     print(f"Measured on {started_on}; {', '.join(f'`{folder}`' for folder in checkpoints)}; {seconds:.0f} s in all.\n")
     print(markdown(rows) + "\n\n" + scaling(rows) + "\n")

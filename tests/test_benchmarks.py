@@ -98,3 +98,14 @@ def test_several_checkpoints_are_measured_in_one_run_each_row_named_by_its_folde
     assert by_folder[0] and len(by_folder[0]) == len(by_folder[1]) and sum(map(len, by_folder)) == len(report["rows"])
     assert not [row for row in report["rows"] if row.get("error")]
     assert report["checkpoint"] == ", ".join(folders) and all(f"`{folder}`" in done.stdout for folder in folders)
+
+
+@pytest.mark.slow  # a smoke run of one figure: a few seconds
+def test_a_run_of_some_figures_leaves_the_committed_whole_run_alone(capsys):
+    from benchmarks.__main__ import main
+
+    committed = ROOT / "benchmarks" / "results.json"
+    before = committed.read_bytes()
+    assert main(["--smoke", "--only", "corpus"]) == 0
+    assert "corpus summary" in capsys.readouterr().out  # measured and printed
+    assert committed.read_bytes() == before
