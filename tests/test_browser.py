@@ -569,7 +569,7 @@ FIT_CASES = [
 ]
 # Views whose first element under the controls is not a figure (Ablation opens on its outputs).
 NOT_FIGURE_FIRST = ("ablation",)
-# Lecture mode's output (the headline beside the figure): the lines its box shows, and whether more are there.
+# Lecture mode's output (the headline beside the figure): the lines its box shows.
 HEADLINE_LINES_JS = """() => {
   const text = document.querySelector('.st-key-headline [data-testid="stText"]');
   return text.getBoundingClientRect().height / parseFloat(getComputedStyle(text).lineHeight);
@@ -681,7 +681,7 @@ def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
             problems += fit_problems(case, page.evaluate(FIT_JS), window, screen == "lecture",
                                      view not in NOT_FIGURE_FIRST and not click,
                                      whole=screen == "lecture" and name in LECTURE_WHOLE_VIEWS)
-            if screen == "lecture":  # the output beside the figure: two lines at most, the rest scrolled to
+            if screen == "lecture":  # the output beside the figure: two lines at most, the rest under the pointer
                 lines = page.evaluate(HEADLINE_LINES_JS)
                 if lines > 2.05:
                     problems.append(f"{case}: the output takes {lines:.1f} lines")

@@ -1,8 +1,7 @@
 """The "Inside a head" view in a real browser on the shipped checkpoints: at 1400 x 1000, and 1280 x 720 in lecture
 mode, on eng-fra at 24 tokens and on dates, every step's figures label each token once, fit the page, and in lecture
 mode the first starts at the top (LECTURE_TOP_PX: the controls stand beside it); a target and a foil through the
-link. Screenshots land in
-$ATLAS_SCREENSHOTS when it is set."""
+link. Screenshots land in $ATLAS_SCREENSHOTS when it is set."""
 from __future__ import annotations
 
 import pytest

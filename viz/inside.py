@@ -76,17 +76,15 @@ def _bar_range(values, blocked, panel_px: float, font: int) -> list[float]:
     return [low - left / scale, high + right / scale]
 
 
-def _fitted(theme: Theme, rows: int, width_of: Callable[[Theme], float] | None = None) -> Theme:
-    """The theme at the largest font, from its own down to its min_font_size, at which a figure of `rows` token rows
-    (_frame's height) fits theme.height, and its width (width_of, where given: panels of a fixed width in fonts)
-    theme.width; the theme as it is without a height."""
+def _fitted(theme: Theme, layout_of: Callable[[Theme], dict]) -> Theme:
+    """The theme at the largest font, from its own down to its min_font_size, at which the figure's layout (layout_of,
+    its _frame at that font) fits theme.height and theme.width; the theme as it is without a height."""
     if theme.height is None:
         return theme
-    fixed = LINE_EM * theme.title_size + 16 + 6 + 18  # the title, and the gaps round the panels' titles and ticks
     for font in range(theme.font_size, theme.min_font_size, -1):
         sized = dataclasses.replace(theme, font=font)
-        if fixed + font * (2 * LINE_EM + ROW_EM * rows) <= theme.height and (
-                width_of is None or theme.width is None or width_of(sized) <= theme.width):
+        layout = layout_of(sized)
+        if layout["height"] <= theme.height and (theme.width is None or layout["width"] <= theme.width):
             return sized
     return dataclasses.replace(theme, font=theme.min_font_size)
 
@@ -126,10 +124,12 @@ def vectors_figure(vectors: ArrayLike, labels: Tokens, *, title: str, width: int
     bar in a panel beside them, headed `bars_heading`; `blocked_rows` (rows,) bool: rows whose bar is MASKED."""
     vectors = _check(vectors, labels, "vectors")
     rows, dims = vectors.shape
-    theme = _fitted(theme, rows)
+    scale = rows >= 3
+    # The cells narrow to the width: the font only has to fit the height (and the narrowest cells the width).
+    theme = _fitted(theme, lambda sized: _frame(sized, labels, title, [float(dims)] + (
+        [BAR_PANEL_EM * sized.font_size] if bars is not None else []), colour_bar=scale)[0])
     font = theme.font_size
     bar_w = BAR_PANEL_EM * font if bars is not None else 0.0
-    scale = rows >= 3
     base, _ = _frame(theme, labels, "", [1.0] + ([bar_w] if bars is not None else []), colour_bar=scale)  # margins
     room = width - base["margin"]["l"] - base["margin"]["r"] - (bar_w + GAP_EM * font if bars is not None else 0)
     cell = max(min(CELL_EM * font, room / dims), 1.0)
@@ -169,9 +169,9 @@ def rotation_figure(before: ArrayLike, after: ArrayLike, labels: Tokens, *, titl
     if before.shape != after.shape:
         raise ValueError(f"before {before.shape} and after {after.shape} must have the same shape")
     rows, dims = before.shape
-    theme = _fitted(theme, rows)
-    font = theme.font_size
     scale = rows >= 3
+    theme = _fitted(theme, lambda sized: _frame(sized, labels, title, [float(dims)] * 2, colour_bar=scale)[0])
+    font = theme.font_size
     base, _ = _frame(theme, labels, "", [1.0, 1.0], colour_bar=scale)  # the margins
     room = width - base["margin"]["l"] - base["margin"]["r"] - GAP_EM * font
     cell = max(min(CELL_EM * font, room / (2 * dims)), widest_px(headings, font) / dims, 1.0)
@@ -206,7 +206,7 @@ def _bar_panels(panels: list[tuple[str, ArrayLike, np.ndarray]], labels: Tokens,
     def frame(sized: Theme) -> tuple[dict, list]:
         return _frame(sized, labels, title, [BAR_PANEL_EM * sized.font_size] * len(panels), colour_bar=False)
 
-    theme = _fitted(theme, len(labels), lambda sized: frame(sized)[0]["width"])
+    theme = _fitted(theme, lambda sized: frame(sized)[0])
     layout, domains = frame(theme)
     data, annotations = [], []
     for index, ((heading, values, masked), domain) in enumerate(zip(panels, domains)):
@@ -249,10 +249,11 @@ def neuron_figure(activations: ArrayLike, labels: Tokens, neuron: int, *, title:
     """One feed-forward neuron's activation (len(labels),) at every token, a bar each."""
     activations = np.asarray(activations, dtype=float)
     heading = f"neuron {neuron}"
+
     def frame(sized: Theme) -> tuple[dict, list]:
         return _frame(sized, labels, title, [2 * BAR_PANEL_EM * sized.font_size], colour_bar=False)
 
-    theme = _fitted(theme, len(labels), lambda sized: frame(sized)[0]["width"])
+    theme = _fitted(theme, lambda sized: frame(sized)[0])
     panel = 2 * BAR_PANEL_EM * theme.font_size
     layout, domains = frame(theme)
     blocked = np.zeros(len(labels), dtype=bool)

@@ -96,16 +96,16 @@ def head_map(page: Page, count: int, summary) -> None:
     fig = once(viz.head_map_figure, frame, title=f"Every head of {page.name}, over {len(summary.pairs)} inputs",
                theme=page.theme)
     show_figure(page, fig, "head-map", key=MAP_KEY, on_select=open_clicked_head, selection_mode="points")
-    aside(viz.MAP_CAPTION + " Click a head to open it in the Attention view.")
-    roles = frame[frame["role"] != ""][["kind", "layer", "head", "role"]]
-    if not page.lecture and len(roles):
-        st.caption("Roles: " + "; ".join(f"{head_title(kind, layer, head)}: {role}"
-                                         for kind, layer, head, role in roles.itertuples(index=False)) + ".")
     missing = frame.attrs["roles_no_head_reaches"]
     if missing:  # a pattern a class may look for, said to be absent rather than drawn on a head that falls short
         aside(f"No head is marked {' or '.join(role for role, _, _ in missing)}: none puts over "
               f"{frame.attrs['role_threshold']:g} of its weight there. Closest: " + "; ".join(
                   f"{role}, {head_title(*head)} ({share:.2f})" for role, head, share in missing) + ".")
+    aside(viz.MAP_CAPTION + " Click a head to open it in the Attention view.")
+    roles = frame[frame["role"] != ""][["kind", "layer", "head", "role"]]
+    if not page.lecture and len(roles):
+        st.caption("Roles: " + "; ".join(f"{head_title(kind, layer, head)}: {role}"
+                                         for kind, layer, head, role in roles.itertuples(index=False)) + ".")
 
 
 def queries_keys(page: Page, count: int, summary) -> None:

@@ -160,7 +160,10 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
     tokens = page.analysis.pieces(side)
     stack = "encoder" if side == "src" else "decoder"
     heading = f"**{number} · the feed-forward network of {stack} layer {layer}: its {activations.shape[1]} neurons**"
-    aside(heading) if page.lecture else st.markdown(heading)  # on a projector the figure keeps the screen's height
+    if page.lecture:  # beside the figure: on a projector the figure keeps the screen's height
+        aside(heading)
+    else:
+        st.markdown(heading)
     table = viz.inside.top_neurons(activations, tokens, TOP_NEURONS)
     best = int(np.argmax(activations[query]))
     neuron = settle("neuron", range(activations.shape[1]), best)
