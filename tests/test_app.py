@@ -354,6 +354,23 @@ def test_model_view_opens_a_head_in_the_attention_view(app):
     assert figure(at)["layout"]["title"]["text"].endswith("head 3")
 
 
+def test_model_view_draws_lines_in_lecture_mode_and_heatmaps_on_a_laptop(app):
+    """On a projector the heads are lines (labels that stay readable at any length), each panel's markers naming its
+    head; on a laptop heatmap images; either a click away from the other."""
+    at = ok(app(view="model", lecture="1"))
+    assert at.segmented_control(key="model_as").value == "lines"
+    traces = figure(at)["data"]
+    assert {trace["type"] for trace in traces} == {"scatter"}
+    assert any(trace.get("mode") == "lines" for trace in traces)
+    assert [trace["meta"] for trace in traces if trace.get("mode") == "markers"][:2] == [[0, 0], [0, 1]]
+    assert not any(toggle.key == "masks" for toggle in at.toggle)  # a masked pair has no line: nothing to overlay
+    at.segmented_control(key="model_as").set_value("heatmaps").run()
+    assert {trace["type"] for trace in figure(ok(at))["data"]} >= {"image"}
+    at = ok(app(view="model"))
+    assert at.segmented_control(key="model_as").value == "heatmaps"
+    assert {trace["type"] for trace in figure(at)["data"]} >= {"image"}
+
+
 @pytest.mark.parametrize("mode", ["heads", "layers", "checkpoints", "snapshots"])
 def test_compare(app, mode):
     at = ok(app(view="compare", compare=mode))
@@ -766,7 +783,8 @@ def full_link(checkpoints: Path) -> dict[str, str]:
     """A valid value, other than its default, for every URL parameter (on the test checkpoints)."""
     snapshots = transformer.load_checkpoint(checkpoints / LOADABLE[1]).snapshot_names()
     return {"checkpoint": LOADABLE[1], "text": "link7", "view": "attention", "kind": "encoder.self_attn", "layer": "0",
-            "head": "2", "average": "1", "masks": "0", "stages": "1", "values": "1", "own_scale": "1",
+            "head": "2", "average": "1", "masks": "0", "model_as": "heatmaps", "stages": "1", "values": "1",
+            "own_scale": "1",
             "decoding": "beam", "beam": "3", "pad_src": "2", "pad_tgt": "1", "lecture": "1", "dark": "1",
             "image": "svg", "step": "1", "step_mode": "sampling", "temperature": "0.7", "top_k": "5", "top_p": "0.9",
             "seed": "3", "tree_beam": "3", "node": "1", "panel": "1", "compare": "snapshots", "layer_b": "0",

@@ -123,19 +123,20 @@ def test_the_induction_models_views_show_its_induction_heads(app):
     at = app(checkpoint="induction", view="training", text=TEXTS["induction"])
     assert not at.exception, [error.value for error in at.exception]
     assert len(at.select_slider(key="snapshot").options) == 5
-    assert set(outputs(at)) == {"all you need."}  # the output, and the output at the chosen snapshot (the final)
+    # the output, and the output at the chosen snapshot (the final): the repeat, and on into a third
+    assert set(outputs(at)) == {"all you need. atten"}
 
 
-def test_the_induction_models_map_marks_its_induction_heads_and_says_no_head_is_a_previous_token_one(app):
-    """Across inputs: the map rings layer 1's induction heads, and says that no head passes the threshold on the
-    previous token (layer 0 shares that step), naming the closest, rather than marking one."""
+def test_the_induction_models_map_marks_its_previous_token_and_induction_heads(app):
+    """Across inputs: the map rings layer 0's previous-token head and layer 1's induction head, the two steps of an
+    induction circuit, and names no previous-token or induction role as one no head reaches."""
     at = app(checkpoint="induction", view="corpus", summary_count="24")
     at.button(key="summary-run").click().run()
     assert not at.exception, [error.value for error in at.exception]
-    rings = [trace for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
-             if trace.get("legendgroup") == "roles"]
-    assert [trace["name"] for trace in rings] == ["induction"]
-    assert {data[1] for data in rings[0]["customdata"]} == {1}  # (kind, layer, head, …): layer 1
+    rings = {trace["name"]: trace for trace in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]
+             if trace.get("legendgroup") == "roles"}
+    assert {"previous-token", "induction"} <= set(rings)
+    assert {data[1] for data in rings["previous-token"]["customdata"]} == {0}  # (kind, layer, head, …): layer 0
+    assert {data[1] for data in rings["induction"]["customdata"]} == {1}
     said = " ".join(text.value for text in [*at.caption, *at.markdown])
-    assert "No head is marked previous-token" in said
-    assert "Closest: previous-token, decoder self · layer 0 · head" in said
+    assert "marked previous-token" not in said and "marked induction" not in said

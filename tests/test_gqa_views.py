@@ -22,7 +22,7 @@ from helpers import ROOT
 from transformer import capture, load_checkpoint
 from transformer.io.convert import main
 from ui.screen import DEFAULT_PX
-from ui.views.inside import ROTARY_STEPS, STEPS
+from ui.views.inside import ROTARY_STEPS
 from viz.grid import panel_title
 
 pytest.importorskip("transformers", reason="the converted folders are written with transformers (requirements-dev)")
@@ -36,7 +36,7 @@ SHAPES = {"llama-gqa": SMALL | dict(hidden_size=48, num_attention_heads=6, num_k
           "llama-mha": SMALL | dict(num_key_value_heads=4),
           "llama-30": dict(hidden_size=36, intermediate_size=24, num_hidden_layers=30, num_attention_heads=9,
                            num_key_value_heads=3)}
-SHIPPED = "induction"  # decoder-only, sinusoidal positions, multi-head attention
+SHIPPED = "induction"  # decoder-only, rotary positions, multi-head attention
 
 
 def convert_all(root: Path) -> Path:
@@ -97,9 +97,9 @@ def test_the_inside_pass_holds_q_and_k_before_the_turn_and_the_key_value_heads(a
     dots = np.einsum("hqd,hkd->hqk", inside.q, np.repeat(inside.k, 3, axis=0))
     np.testing.assert_allclose(dots / np.sqrt(8), inside.scores, atol=1e-4)
     np.testing.assert_array_equal(inside.q_unrotated[:, 0], inside.q[:, 0])  # position 0 turns by nothing
-    shipped = app_checkpoints / SHIPPED
-    translation = load_checkpoint(shipped).translate("attention is all you need")
-    plain = passes.inside.__wrapped__(str(shipped), 0, tuple(translation.src_ids), tuple(translation.tgt_ids),
+    sinusoidal = ROOT / "checkpoints" / "reverse"
+    translation = load_checkpoint(sinusoidal).translate("attention")
+    plain = passes.inside.__wrapped__(str(sinusoidal), 0, tuple(translation.src_ids), tuple(translation.tgt_ids),
                                       "decoder.self_attn", 0)
     assert plain.q_unrotated is None and plain.k_unrotated is None
 
@@ -220,8 +220,7 @@ def test_a_model_without_grouped_query_attention_keeps_its_labels(app, checkpoin
     at = app(checkpoint=checkpoint, view="inside", text=text, head="1")
     assert options(at, "Head") == [str(head) for head in range(heads)]
     assert not any("kv" in caption.value or "key/value" in caption.value for caption in at.caption)
-    steps = ROTARY_STEPS if checkpoint == "llama-mha" else STEPS
-    assert options(at, "Step") == [f"{n + 1} {name}" for n, name in enumerate(steps)]
+    assert options(at, "Step") == [f"{n + 1} {name}" for n, name in enumerate(ROTARY_STEPS)]  # both rotary
     at = app(checkpoint=checkpoint, view="inside", text=text, lecture="1")
     assert options(at, "Head") == [f"H{head}" for head in range(heads)]
 
@@ -274,13 +273,14 @@ def test_the_rotation_step_and_a_30_layer_model_view_read_well_in_chromium(app_c
         browser = launch_chromium(playwright)
         try:
             for mode, (viewport, mode_params) in MODES.items():
+                drawn = "y" if mode == "lecture" else "model"  # lecture mode's model view: lines, rows labelled
                 cases = [("rotation", [("inside-rotation", "y", 1 + rows), ("inside-turned-dots", "y", rows)],
                           dict(checkpoint="llama-gqa", text=TEXT, view="inside", kind="decoder.self_attn", layer="1",
                                head="4", query="5", inside_step="1")),
-                         ("model-30", [(0, "model", grid_tokens)], dict(checkpoint="llama-30", text=TEXT,
-                                                                        view="model")),
-                         ("model-30-short", [(0, "model", short_tokens)], dict(checkpoint="llama-30", text=SHORT,
-                                                                              view="model"))]
+                         ("model-30", [(0, drawn, grid_tokens)], dict(checkpoint="llama-30", text=TEXT,
+                                                                       view="model")),
+                         ("model-30-short", [(0, drawn, short_tokens)], dict(checkpoint="llama-30", text=SHORT,
+                                                                             view="model"))]
                 for name, figures, params in cases:
                     label = f"{mode}-{name}"
                     page = browser.new_page(viewport=viewport)  # a page each: no state from the case before

@@ -199,12 +199,11 @@ def test_induction_heads_and_following_one_through_training(induction, tmp_path)
     frame = head_map(head_patterns(induction, pairs))
     marked = frame[frame["role"] == "induction"]
     assert len(marked) >= 1 and set(marked["layer"]) == {1}  # the induction heads sit in the second layer
-    # The previous-token step sits in the first layer, shared by heads that each put about a third of their weight
-    # there: none is marked, and the map says which comes closest.
-    assert frame.loc[frame["previous_share"].idxmax(), "layer"] == 0
-    assert not (frame["role"] == "previous-token").any()
-    role, (_, layer, _), share = roles_no_head_reaches(frame)[0]
-    assert (role, layer) == ("previous-token", 0) and 0.25 < share <= ROLE_THRESHOLD
+    # ... and read what the previous-token head of the first layer wrote
+    previous = frame[frame["role"] == "previous-token"]
+    assert len(previous) >= 1 and set(previous["layer"]) == {0}
+    assert (previous["previous_share"] > ROLE_THRESHOLD).all()
+    assert "previous-token" not in [role for role, _, _ in roles_no_head_reaches(frame)]
 
     strongest = frame.loc[frame["induction_share"].idxmax()]
     followed = follow_head(induction, strongest["kind"], int(strongest["layer"]), int(strongest["head"]), pairs)

@@ -47,7 +47,8 @@ CHECK_SEED = 4242  # fresh inputs of neither training nor the recorded evaluatio
 INDUCTION_EXPECTED = {"attention is all you need. attention is": "all you need.",
                       "one two three four five, one two": "three four five,",
                       "Paris London Rome Berlin. Paris London": "Rome Berlin.",
-                      "lorem ipsum dolor sit amet. lorem ipsum": "dolor sit amet.",
+                      # a stretch of 27 characters, longer than it trained on (8-24): it stops short
+                      "lorem ipsum dolor sit amet. lorem ipsum": "dolor sit",
                       "Alice met Bob at noon. Alice met": "Bob at noon.", "xq7 bnz tt0 kz9 xq7 bnz": "tt0 kz9"}
 # english-lm's greedy continuations, read for plausibility (docs/english-lm.md shows them): the first sentence each.
 ENGLISH_LM_EXPECTED = {

@@ -79,6 +79,7 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "head": (int, 0),
     "average": (flag, False),
     "masks": (flag, True),
+    "model_as": (str, None),  # the Model view's heads as "heatmaps" or "lines"; None: lines in lecture mode
     "stages": (flag, False),
     "values": (flag, False),
     "own_scale": (flag, False),

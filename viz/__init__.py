@@ -22,6 +22,7 @@ from .head_map import MAP_CAPTION, head_map_figure, head_matching_figure
 from .head_view import head_view
 from .labels import piece_text, safe_label
 from .masks import mask_figure, mask_panels, mask_reasons
+from .model_lines import fit_model_lines, model_lines
 from .positional import (
                         default_pe_dims,
                         pe_curves,
@@ -48,7 +49,8 @@ __all__ = [
     "mask_reasons", "model_mask", "mask_figure", "mask_panels",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
     "beam_tree_figure", "distribution_figure",
-    "values_shown", "model_view", "fit_model_view", "head_view", "snapshots_figure", "loss_curve",
+    "values_shown", "model_view", "fit_model_view", "model_lines", "fit_model_lines", "head_view",
+    "snapshots_figure", "loss_curve",
     "merge_words", "merge_blocked", "word_labels", "produces_labels", "PRODUCES_CAPTION",
     "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
     "rotary_dims", "rotary_dim_names", "rotary_wavelengths", "rotary_scores", "rotary_frequencies_figure",

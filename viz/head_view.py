@@ -53,20 +53,13 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
     data = []
     for head, (name, head_weights) in enumerate(zip(head_names, weights)):
         colour = plotly.colors.hex_to_rgb(HEAD_COLOURS[head % len(HEAD_COLOURS)])
-        levels = np.rint(head_weights * OPACITY_LEVELS).astype(int)  # (q_len, k_len)
-        drawn = (levels > 0) & ~masked
+        drawn = ~masked
         if selected is not None:
             side, position = selected
             drawn &= (np.arange(len(q_tokens))[:, None] == position) if side == "query" else (
                 np.arange(len(k_tokens))[None, :] == position)
-        for level in np.unique(levels[drawn]):
-            queries, keys = np.nonzero(drawn & (levels == level))
-            data.append(dict(
-                type="scatter", x=np.tile([0.0, 1.0, None], len(queries)),
-                y=np.column_stack([-queries, -keys, np.full(len(queries), None)]).ravel(), mode="lines",
-                line=dict(color="rgba({}, {}, {}, {})".format(*colour, level / OPACITY_LEVELS), **thin),
-                name=safe_label(name), legendgroup=f"head {head}", showlegend=False, hoverinfo="skip",
-                meta=[head, level / OPACITY_LEVELS], marker=dict(size=theme.marker_size)))  # meta: see grid.model_view
+        data += weight_lines(head_weights, drawn, colour, thin, [head], name=safe_label(name),
+                             legendgroup=f"head {head}", showlegend=False, marker=dict(size=theme.marker_size))
         data.append(dict(type="scatter", x=[None], y=[None], mode="lines", name=safe_label(name),
                          line=dict(color="rgb({}, {}, {})".format(*colour), **thin), legendgroup=f"head {head}",
                          marker=dict(size=theme.marker_size)))
@@ -93,19 +86,45 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
     return themed_figure(data, layout, theme)
 
 
-def list_font(theme: Theme, rows: int, titled: bool) -> tuple[int, float]:
+def weight_lines(weights: np.ndarray, drawn: np.ndarray, colour: tuple, line: dict, meta: list,
+                 **fields) -> list[dict]:
+    """One query's line to each key (x 0 to 1, row i at y = -i) where `drawn` and the weight rounds above 0, as
+    OPACITY_LEVELS scatter traces at most (a trace has one opacity). Each trace's meta is `meta` + [its opacity];
+    fields: the traces' other properties."""
+    levels = np.rint(weights * OPACITY_LEVELS).astype(int)  # (q_len, k_len)
+    drawn = drawn & (levels > 0)
+    traces = []
+    for level in np.unique(levels[drawn]):
+        queries, keys = np.nonzero(drawn & (levels == level))
+        traces.append(dict(
+            type="scatter", x=np.tile([0.0, 1.0, None], len(queries)),
+            y=np.column_stack([-queries, -keys, np.full(len(queries), None)]).ravel(), mode="lines",
+            line=dict(color="rgba({}, {}, {}, {})".format(*colour, level / OPACITY_LEVELS), **line),
+            hoverinfo="skip", meta=[*meta, level / OPACITY_LEVELS], **fields))
+    return traces
+
+
+def list_font(theme: Theme, rows: int, titled: bool, **shape) -> tuple[int, float]:
     """The token font and the line pitch (in fonts) of a list of `rows` tokens: 1.6 fonts a line at the theme's font
     where the list has no height bound; within theme.height (a projector), the largest font down to
     theme.min_font_size at 1.6, then at TOKEN_STEP_EM, then set solid (close, never piled up), that fits; else the
-    smallest, and the figure grows past the height."""
+    smallest, and the figure grows past the height. shape: list_height's lists, headed and legend."""
     if theme.height is None:
         return theme.font_size, LIST_STEP_EM
     for font in range(theme.font_size, theme.min_font_size - 1, -1):
         for step_em in (LIST_STEP_EM, TOKEN_STEP_EM, SOLID_STEP_EM):
-            margins = (LINE_EM * theme.title_size + 24 if titled else 16) + 2 * LINE_EM * font + 16
-            if margins + rows * step_em * font <= theme.height:
+            if list_height(theme, rows, titled, font, step_em, **shape) <= theme.height:
                 return font, step_em
     return theme.min_font_size, SOLID_STEP_EM
+
+
+def list_height(theme: Theme, rows: int, titled: bool, font: int, step_em: float, *, lists: int = 1,
+                headed: bool = False, legend: bool = True) -> float:
+    """The pixels down of `lists` lists of `rows` tokens stacked at `font` and `step_em`: the title's band (titled),
+    each list's heading line (headed), a two-line legend under them (legend), and the rows."""
+    bands = (LINE_EM * theme.title_size + 24 if titled else 16) + (2 * LINE_EM * font if legend else 0) + 16
+    headings = lists * (LINE_EM * theme.font_size + 6) if headed else 0
+    return bands + headings + lists * rows * step_em * font
 
 
 def _link_summaries(side, weights, masked, q_tokens, k_tokens, head_names) -> list[str]:
