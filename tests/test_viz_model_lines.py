@@ -73,5 +73,6 @@ def test_a_projectors_page_at_24_tokens_holds_four_heads_with_12_px_labels():
     panel = (fig.layout.xaxis.domain[1] - fig.layout.xaxis.domain[0]) * (
         fig.layout.width - fig.layout.margin.l - fig.layout.margin.r)
     assert panel >= PANEL_PX[0] - 0.5
-    # Where the height cannot hold a second layer at 12 px set solid, a page is one layer.
-    assert viz.fit_model_lines(tokens * 2, tokens * 2, 3, 4, theme=LECTURE)[0] == 1
+    # A page holds as many layers as the height keeps at 12 px set solid: at 24 tokens one, at 8 all three.
+    assert layers == 1
+    assert viz.fit_model_lines(tokens[:8], tokens[:8], 3, 4, title="Encoder self", theme=LECTURE) == (3, 4)

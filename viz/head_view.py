@@ -9,6 +9,7 @@ the figure again with selected=that token: then only that token's lines are draw
 tokens it gives (or gets) the most weight, per head.
 """
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.colors
@@ -87,7 +88,7 @@ def head_view(weights: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, head_na
 
 
 def weight_lines(weights: np.ndarray, drawn: np.ndarray, colour: tuple, line: dict, meta: list,
-                 **fields) -> list[dict]:
+                 **fields: Any) -> list[dict]:
     """One query's line to each key (x 0 to 1, row i at y = -i) where `drawn` and the weight rounds above 0, as
     OPACITY_LEVELS scatter traces at most (a trace has one opacity). Each trace's meta is `meta` + [its opacity];
     fields: the traces' other properties."""
@@ -104,7 +105,7 @@ def weight_lines(weights: np.ndarray, drawn: np.ndarray, colour: tuple, line: di
     return traces
 
 
-def list_font(theme: Theme, rows: int, titled: bool, **shape) -> tuple[int, float]:
+def list_font(theme: Theme, rows: int, titled: bool, **shape: Any) -> tuple[int, float]:
     """The token font and the line pitch (in fonts) of a list of `rows` tokens: 1.6 fonts a line at the theme's font
     where the list has no height bound; within theme.height (a projector), the largest font down to
     theme.min_font_size at 1.6, then at TOKEN_STEP_EM, then set solid (close, never piled up), that fits; else the
