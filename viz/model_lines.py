@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from .conventions import Blocked, Tokens, check_stack, model_mask
 from .grid import panel_title
-from .head_view import HEAD_COLOURS, _link_summaries, list_font, list_height, weight_lines
+from .head_view import HEAD_COLOURS, SOLID_STEP_EM, _link_summaries, list_font, list_height, weight_lines
 from .labels import safe_label
 from .layout import LINE_EM, text_px, widest_px
 from .theme import Theme, merged, theme_layout, themed_figure
@@ -39,7 +39,8 @@ def fit_model_lines(q_tokens: Tokens, k_tokens: Tokens, layers: int, heads: int,
     rows = max(len(q_tokens), len(k_tokens))
     shown = layers if theme.height is None else next(
         (n for n in range(layers, 0, -1)
-         if list_height(theme, rows, bool(title), font, 1.15, lists=n, headed=True, legend=False) <= theme.height), 1)
+         if list_height(theme, rows, bool(title), font, SOLID_STEP_EM, lists=n, headed=True, legend=False)
+         <= theme.height), 1)
     return shown, cols
 
 
@@ -66,7 +67,7 @@ def model_lines(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked
     plot_w, plot_h = heads * panel + (heads - 1) * GAP_PX, layers * row_h + (layers - 1) * heading
 
     names = [panel_title(layer + first[0], head + first[1], heads_per_kv) for layer, head in np.ndindex(layers, heads)]
-    markers, lines, axes, headings = [], [], {}, []
+    markers, lines, anchors, axes, headings = [], [], [], {}, []
     thin = dict(width=theme.line_width / 2)
     y_range = [-(rows - 0.5), 0.5]
     for index, (layer, head) in enumerate(np.ndindex(layers, heads)):
@@ -80,7 +81,7 @@ def model_lines(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked
             domain=[1 - (top + row_h) / plot_h, 1 - top / plot_h], range=y_range, fixedrange=True, anchor=x_id,
             zeroline=False, showgrid=True, tickfont=dict(size=font), automargin=False,
             **_token_ticks(q_tokens, shown=head == 0))
-        colour = plotly.colors.hex_to_rgb(HEAD_COLOURS[(model_head) % len(HEAD_COLOURS)])
+        colour = plotly.colors.hex_to_rgb(HEAD_COLOURS[model_head % len(HEAD_COLOURS)])
         lines += weight_lines(stack[layer, head], ~masked, colour, thin, [model_layer, model_head],
                               name=names[index], showlegend=False, xaxis=x_id, yaxis=y_id)
         hover = [_link_summaries(side, stack[layer, head][None], masked, q_tokens, k_tokens, [names[index]])
@@ -95,18 +96,17 @@ def model_lines(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked
                              xref="paper", yref="paper", xanchor="center", yanchor="bottom", yshift=2,
                              showarrow=False, font=dict(size=theme.font_size)))
         if head == heads - 1:  # the keys' labels, right of the row's last panel
-            key_axis = f"yaxis{len(names) + layer + 1}"
-            axes[key_axis] = dict(overlaying=y_id, side="right", anchor=x_id, range=y_range, fixedrange=True,
+            key_axis = str(len(names) + layer + 1)
+            # The axis needs a trace, or Plotly.js draws no ticks on it.
+            anchors.append(dict(type="scatter", x=[None], y=[None], xaxis=x_id, yaxis=f"y{key_axis}",
+                                showlegend=False, hoverinfo="skip"))
+            axes[f"yaxis{key_axis}"] = dict(overlaying=y_id, side="right", anchor=x_id, range=y_range, fixedrange=True,
                                   showgrid=False, zeroline=False, tickfont=dict(size=font), automargin=False,
                                   **_token_ticks(k_tokens, shown=True))
     # The sides named over the label columns, on the first row's heading line.
     for text, x, anchor in (("query", -LABEL_GAP_PX / plot_w, "right"), ("key", 1 + LABEL_GAP_PX / plot_w, "left")):
         headings.append(dict(text=text, x=x, y=1, xref="paper", yref="paper", xanchor=anchor, yanchor="bottom",
                              yshift=2, showarrow=False, font=dict(size=theme.font_size)))
-    # The right-hand key axes need a trace each, or Plotly.js draws no ticks on them.
-    anchors = [dict(type="scatter", x=[None], y=[None], xaxis=f"x{(layer + 1) * heads if layer or heads > 1 else ''}",
-                    yaxis=f"y{len(names) + layer + 1}", showlegend=False, hoverinfo="skip")
-               for layer in range(layers)]
     width = max(margin["l"] + plot_w + margin["r"], text_px(title, theme.title_size) + 40)
     layout = merged(dict(width=round(width), height=round(margin["t"] + plot_h + margin["b"]), margin=margin,
                          annotations=headings, showlegend=False, clickmode="event+select", hovermode="closest",
