@@ -220,12 +220,12 @@ LECTURE_FONT_PX = 12  # a projector's smallest token label
 # The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
 # LECTURE_FONT_PX) at up to 30 input pieces: Stages, Compare and Patching show their panels one at a time there
 # (panel_picker), the head view sets its list closer, Inside a head shrinks its rows' font to the screen's height.
-# The Model view draws its heads as lines there, whose panels stay narrow at any length. Still scrolling inside their
-# box: the Masks with padding (a decoder axis of 39 output pieces and 3 pads needs more rows than 12 px labels allow
-# in 708 px), and the figures under the main one.
+# The Model view draws its heads as lines there, whose panels stay narrow at any length; the Masks with padding (a
+# decoder axis of 39 output pieces and 3 pads) put their legend beside the panel. Still scrolling inside their box:
+# the figures under the main one.
 LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
                        "compare-inputs", "decoding", "attribution", "positional", "headview", "patching", "training",
-                       "heads", "corpus", "corpus-queries-keys", "masks", "inside", "model")
+                       "heads", "corpus", "corpus-queries-keys", "masks", "masks-padding", "inside", "model")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}

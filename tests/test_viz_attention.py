@@ -214,6 +214,24 @@ def test_mask_figure_draws_one_panel_alone_for_a_projector():
     assert combined.layout.width < viz.mask_figure(blocked, TOKENS, TOKENS, theme=theme).layout.width
 
 
+def test_a_tall_mask_panel_puts_its_legend_beside_it_where_the_projector_has_no_height_for_it_under():
+    """A 42-piece decoder (39 output pieces and 3 pads), all reasons on a projector: under the panel, the legend's
+    line would push the figure past the screen's height; beside it, where the width has room, the figure fits. Where
+    the height has room (a short input), the legend stays under the panel, as on every other figure."""
+    pieces = ["<s>"] + ["▁professeur"] * 38 + ["<pad>"] * 3  # its key labels, written upwards, as long as eng-fra's
+    pad = np.array([piece == "<pad>" for piece in pieces])
+    blocked = viz.mask_reasons(42, 42, key_is_pad=pad, query_is_pad=pad, causal=True)
+    theme = viz.Theme(large=True, width=866, height=708)  # lecture mode's figure column at 1280 x 720
+    tall = viz.mask_figure(blocked, pieces, pieces, title="decoder self-attention masks", only=3, theme=theme)
+    assert tall.layout.height <= 708 and tall.layout.width <= 866
+    assert (tall.layout.legend.orientation, tall.layout.legend.yanchor, tall.layout.legend.y) == ("v", "top", 1)
+    assert tall.layout.legend.x > tall.layout.xaxis.domain[1]  # right of the panel, in the margin kept for it
+    assert tall.layout.yaxis.tickfont.size >= 12
+    short = viz.mask_figure(viz.mask_reasons(N, N, key_is_pad=KEY_IS_PAD, causal=True), TOKENS, TOKENS, only=2,
+                            theme=theme)
+    assert (short.layout.legend.orientation, short.layout.legend.yanchor) == ("h", "bottom")
+
+
 def test_mask_figure_draws_a_single_reason_once():
     fig = viz.mask_figure(viz.mask_reasons(N, N, causal=True), TOKENS, TOKENS)
     assert [a.text for a in fig.layout.annotations] == ["causal"]

@@ -61,6 +61,7 @@ def test_tidy_frame_refuses_stacks_that_do_not_match_their_tokens():
 def test_a_figure_as_html_carries_plotly_and_asks_for_no_other_file():
     fig = viz.head_heatmap(np.eye(3), ["<s>", "▁chat", "</s>"], ["<s>", "▁chat", "</s>"], title="one head")
     page = viz.to_html_bytes(fig, "one-head").decode("utf-8")
-    assert page.lower().startswith("<!doctype html>") and "one head" in page and "\\u00b7chat" in page  # "·chat"
+    assert page.lower().startswith("<!doctype html>") and "one head" in page
+    assert "·chat" in page or "\\u00b7chat" in page  # the word-marked piece, as Plotly writes it (raw or escaped)
     assert "<script src=" not in page and "<link" not in page  # Plotly's JavaScript inlined, no CDN, no font
     assert page.count("Plotly.newPlot") == 1 and "one-head" in page  # the camera's file name

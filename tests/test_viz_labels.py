@@ -9,6 +9,7 @@ import pytest
 
 import viz
 from viz.labels import safe_label, token_axis
+from viz.layout import text_px
 
 HOSTILE = ["<script>", "<b>x</b>", "a&b", "▁the", "▁the"]
 
@@ -171,3 +172,19 @@ def test_the_word_start_marker_is_a_dot_on_tick_labels_and_in_hovers():
     fig = viz.head_heatmap(np.eye(2), ["▁a", "b"], ["▁a", "b"])
     assert fig.layout.xaxis.ticktext == ("·a", "b") and list(fig.data[0].customdata[0, 0][:2]) == ["·a", "·a"]
     assert viz.piece_text("▁Elle ▁lit") == "·Elle ·lit" and "▁" not in fig.to_json()
+
+
+# Advance widths in font sizes, (DejaVu Sans, Liberation Sans): the fonts Plotly's "Open Sans", verdana, arial resolves
+# to on Linux (read from the fonts' hmtx tables with fontTools).
+MEASURED_EM = {"·professeur": (5.645, 5.002), "Lorsque": (3.985, 3.614), "<pad>": (3.558, 2.836),
+               "étudiants": (4.713, 4.059), "WOMAN": (4.071, 3.944), "mmm": (2.922, 2.499),
+               "Illinois": (3.173, 2.779), "«Ça», dit-il?": (5.922, 5.336), "0.25": (2.227, 1.946)}
+
+
+@pytest.mark.parametrize("text", MEASURED_EM)
+def test_text_widths_are_estimated_at_least_as_wide_as_either_font_draws_them_and_not_much_wider(text):
+    """The margins that hold labels are sized by text_px: narrower than the font and a label is cut; much wider and
+    a projector's figure loses the height its rows need."""
+    widest = max(MEASURED_EM[text])
+    assert widest <= text_px(text, 1) <= 1.1 * widest
+    assert text_px(text, 12) == pytest.approx(12 * text_px(text, 1))

@@ -60,7 +60,8 @@ def mask_figure(blocked: Blocked, q_tokens: Tokens, k_tokens: Tokens, *, title: 
     index `only` (panels_figure's only: lecture mode shows them one at a time).
 
     Each panel uses the overlay colour of its reason, the same as on the attention figures; the legend names them
-    in one line (at most four short names), and is left out where one reason is drawn alone (its title names it).
+    in one line (at most four short names) under the panels, or beside them where a projector's height has no room
+    for that line, and is left out where one reason is drawn alone (its title names it).
     """
     shape = (len(q_tokens), len(k_tokens))
     panels = mask_panels(check_blocked(blocked, shape))

@@ -158,7 +158,8 @@ def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens
     shared_yaxes=True), a heatmap added for each panel, the layout and apply_theme make, several times faster (a new
     input's figures are built on every new input). panels: matrix_panel's arguments for each panel (the matrix as
     "matrix"); titles: the panels' titles (none: no titles); colour_axes: colour_axis() dicts; legend: leave room
-    for the legend (None: if a trace shows in it; a number: that many lines, as grid_layout's). With more than one
+    for the legend (None: if a trace shows in it; a number: that many lines, as grid_layout's), under the panels
+    or, where the theme's height has no room there, beside them. With more than one
     panel, the panels wrap onto more rows where the theme's width is too narrow for them side by side. only: the
     index of the one panel to draw, its title after the figure's, with its colour bar and legend, as large as the
     theme's space allows (lecture mode shows a row of panels one at a time: three 30-token panels side by side
@@ -180,7 +181,9 @@ def panels_figure(panels: Sequence[dict], row_tokens: Tokens, col_tokens: Tokens
         axes.update(panel_axes)
     grid = shared_grid(1, len(panels), titles, theme)
     annotations = grid.pop("annotations")
+    names = [trace["name"] for trace in traces if trace.get("showlegend")]
+    room = bool(names) if legend is None else legend
     sized, _ = grid_layout(theme, row_tokens, col_tokens, cols=len(panels), wrap=len(panels) > 1, title=title,
-                           titles=annotations or None, colour_bars=colour_bars,
-                           legend=any(trace.get("showlegend") for trace in traces) if legend is None else legend)
+                           titles=annotations or None, colour_bars=colour_bars, legend=room,
+                           legend_names=names if room else ())
     return themed(traces, merged(grid, axes, *colour_axes, sized), theme, title)

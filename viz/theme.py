@@ -262,7 +262,8 @@ def themed(data: list[dict], layout: dict, theme: Theme, title: str = "") -> go.
     """A figure still in plain dicts with the theme's fonts, title, line widths and height bound added (what
     apply_theme adds to a plotly figure), through themed_figure, where plotly.py's update_layout, update_annotations and
     update_traces would validate each change."""
-    layout = merged(layout, theme_layout(theme, title))
+    # The theme's legend place is the default: a figure that places its own (beside its panels) keeps it.
+    layout = merged(layout, theme_layout(theme, title), {"legend": layout["legend"]} if "legend" in layout else {})
     if "annotations" in layout:  # subplot titles and notes
         layout["annotations"] = [merged(note, dict(font=dict(size=theme.font_size))) for note in layout["annotations"]]
     data = [merged(trace, dict(line=dict(width=theme.line_width), marker=dict(size=theme.marker_size)))
