@@ -118,7 +118,7 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, step_em: tuple[fl
     panel_title_band = LINE_EM * theme.font_size + 6 if titles is not None else 0
     title_band = LINE_EM * theme.title_size + 8 if title else 10
     legend_band = 0 if legend_beside else (LEGEND_LINES if legend is True else int(legend)) * LINE_EM * theme.font_size
-    legend_w = legend_column_px(legend_beside, theme) if legend_beside else 0
+    legend_w = _legend_column_px(legend_beside, theme) if legend_beside else 0
     # A panel is never smaller than MIN_PANEL_EM fonts (short inputs do not look like stamps), nor than the budget
     # allows: the preferred plot size, and the space the theme gives (what is left of it beside the labels).
     budget_w, budget_h = BUDGET_PX[theme.large]
@@ -163,8 +163,9 @@ def _geometry(theme: Theme, row_labels, col_labels, font: int, step_em: tuple[fl
                 legend_beside=bool(legend_beside))
 
 
-def legend_column_px(names: Sequence[str], theme: Theme) -> float:
-    """Width a vertical legend of `names` takes beside the panels: a gap, each entry's symbol and its name."""
+def _legend_column_px(names: Sequence[str], theme: Theme) -> float:
+    """Width a vertical legend of `names` takes beside the panels: the gap to them, its symbols, its longest name and
+    a margin."""
     return LEGEND_GAP_PX + LEGEND_SYMBOL_PX + widest_px(names, theme.font_size) + 10
 
 
