@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 
 from .conventions import Tokens, check_matrix
 from .labels import safe_label, token_axis
-from .layout import LINE_EM, TOKEN_STEP_EM, colour_bar_px, grid_layout, text_px, widest_px
+from .layout import LINE_EM, TOKEN_STEP_EM, axis_domain, colour_bar_px, grid_layout, text_px, widest_px
 from .panels import (
     colour_axis,
     matrix_panel,
@@ -150,16 +150,16 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     plot_h, margin["b"] = y - bands[-1], bands[-1] + 10
     for index in range(len(heads)):
         left = index * (head_w + y_band)
-        domains[f"xaxis{index + 1 if index else ''}"] = dict(domain=[left / plot_w, min((left + head_w) / plot_w, 1)])
-        domains[f"yaxis{index + 1 if index else ''}"] = dict(domain=[1 - (top[0] + heights[0]) / plot_h,
-                                                                     1 - top[0] / plot_h])
+        domains[f"xaxis{index + 1 if index else ''}"] = dict(domain=axis_domain(left, left + head_w, plot_w))
+        domains[f"yaxis{index + 1 if index else ''}"] = dict(domain=axis_domain(top[0], top[0] + heights[0], plot_h,
+                                                                           from_top=True))
     for row in range(len(positions)):
         axis, band = first_position_panel + row + 1, head_rows + row
         axis_name = axis if axis > 1 else ""
-        domains[f"xaxis{axis_name}"] = dict(domain=[0, len(position_tokens[list(positions)[row]]) * step / plot_w],
-                                            tickfont=dict(size=font), tickangle=-90)
-        domains[f"yaxis{axis_name}"] = dict(domain=[max(1 - (top[band] + heights[band]) / plot_h, 0),
-                                                    1 - top[band] / plot_h])
+        domains[f"xaxis{axis_name}"] = dict(domain=axis_domain(0, len(position_tokens[list(positions)[row]]) * step,
+                                                          plot_w), tickfont=dict(size=font), tickangle=-90)
+        domains[f"yaxis{axis_name}"] = dict(domain=axis_domain(top[band], top[band] + heights[band], plot_h,
+                                                          from_top=True))
     layout = merged(layout, domains, dict(
         width=round(margin["l"] + plot_w + margin["r"]), height=round(margin["t"] + plot_h + margin["b"]),
         margin=margin, coloraxis=dict(colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top",

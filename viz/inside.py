@@ -16,7 +16,7 @@ from numpy.typing import ArrayLike
 
 from .conventions import Tokens
 from .labels import safe_label, token_axis, token_range
-from .layout import COLOUR_BAR_PX, LINE_EM, colour_bar_px, text_px, widest_px
+from .layout import COLOUR_BAR_PX, LINE_EM, axis_domain, colour_bar_px, text_px, widest_px
 from .theme import DIVERGING, Theme, colour_stops, themed
 
 ROW_EM = 1.5  # height of a row of tokens, in font sizes
@@ -101,7 +101,7 @@ def _frame(theme: Theme, labels, title: str, panel_widths: list[float], colour_b
     bottom = LINE_EM * font + 18  # dimension ticks / bar values
     domains, x = [], 0.0
     for panel in panel_widths:
-        domains.append([x / plot_w, min((x + panel) / plot_w, 1.0)])
+        domains.append(axis_domain(x, x + panel, plot_w))
         x += panel + gap
     right += max(0.0, text_px(title, theme.title_size) + 40 - (left + plot_w + right))  # room for the title
     layout = dict(width=math.ceil(left + plot_w + right), height=math.ceil(top + row_px * len(labels) + bottom),

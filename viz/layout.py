@@ -252,11 +252,10 @@ def grid_layout(theme: Theme, row_labels: Sequence[object], col_labels: Sequence
             continue
         # automargin=False: the margins above already hold the labels, and with it Plotly.js measures every
         # label of every axis (slow at 256 tokens and 48 panels); the browser tests check that none is cut.
-        layout[x_name] = dict(domain=[_fraction(left[col], plot_w), _fraction(left[col] + panel_w, plot_w)],
-                              tickfont=dict(size=font), tickangle=shape["x_angle"], automargin=False)
-        layout[y_name] = dict(domain=[_fraction(plot_h - top[row] - panel_h, plot_h),
-                                      _fraction(plot_h - top[row], plot_h)], tickfont=dict(size=font),
-                              automargin=False)
+        layout[x_name] = dict(domain=axis_domain(left[col], left[col] + panel_w, plot_w), tickfont=dict(size=font),
+                              tickangle=shape["x_angle"], automargin=False)
+        layout[y_name] = dict(domain=axis_domain(top[row], top[row] + panel_h, plot_h, from_top=True),
+                              tickfont=dict(size=font), automargin=False)
         last_row = row == grid_rows - 1 or index + per_row >= panels  # no panel below it
         if token_ticks:  # the outer axes, or all of them
             layout[x_name].update(token_axis(col_labels) if every or last_row else {},
@@ -300,6 +299,11 @@ def fit_grid(theme: Theme, row_labels: Sequence[object], col_labels: Sequence[ob
     return shown_rows, columns
 
 
-def _fraction(pixels, total) -> float:
-    """pixels / total as a domain bound, kept within [0, 1] against rounding."""
-    return min(max(pixels / total, 0.0), 1.0)
+def axis_domain(start: float, end: float, total: float, *, from_top: bool = False) -> list[float]:
+    """The axis domain of a panel from pixel `start` to `end` of a plot `total` pixels long (counted down from its
+    top where from_top, as rows are laid out), each bound kept within [0, 1]: rounding puts the last panel's at
+    1 - total / total = -2e-16, and Plotly refuses a figure with any bound outside. Every figure that places its
+    own panels takes their domains from here."""
+    if from_top:
+        start, end = total - end, total - start
+    return [min(max(pixels / total, 0.0), 1.0) for pixels in (start, end)]

@@ -19,7 +19,7 @@ from .conventions import Blocked, Tokens, check_stack, model_mask
 from .grid import panel_title
 from .head_view import HEAD_COLOURS, SOLID_STEP_EM, _link_summaries, list_font, list_height, weight_lines
 from .labels import safe_label
-from .layout import LINE_EM, text_px, widest_px
+from .layout import LINE_EM, axis_domain, text_px, widest_px
 from .theme import Theme, merged, theme_layout, themed_figure
 
 PANEL_PX = (110, 220)  # a panel's width: at least (lines steep enough to follow), at most (a list, not a field)
@@ -75,10 +75,10 @@ def model_lines(stack: ArrayLike, q_tokens: Tokens, k_tokens: Tokens, *, blocked
         suffix = str(index + 1) if index else ""
         x_id, y_id = f"x{suffix}", f"y{suffix}"
         x0, top = head * (panel + GAP_PX), layer * (row_h + heading)
-        axes[f"xaxis{suffix}"] = dict(domain=[x0 / plot_w, (x0 + panel) / plot_w], range=[-0.04, 1.04],
-                                      visible=False, fixedrange=True, anchor=y_id)
+        axes[f"xaxis{suffix}"] = dict(domain=axis_domain(x0, x0 + panel, plot_w), range=[-0.04, 1.04], visible=False,
+                                      fixedrange=True, anchor=y_id)
         axes[f"yaxis{suffix}"] = dict(
-            domain=[1 - (top + row_h) / plot_h, 1 - top / plot_h], range=y_range, fixedrange=True, anchor=x_id,
+            domain=axis_domain(top, top + row_h, plot_h, from_top=True), range=y_range, fixedrange=True, anchor=x_id,
             zeroline=False, showgrid=True, tickfont=dict(size=font), automargin=False,
             **_token_ticks(q_tokens, shown=head == 0))
         colour = plotly.colors.hex_to_rgb(HEAD_COLOURS[model_head % len(HEAD_COLOURS)])
