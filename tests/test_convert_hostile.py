@@ -103,7 +103,7 @@ def test_replace_never_deletes_or_writes_into_the_source(sources, tmp_path, monk
     shutil.copytree(sources["gpt2"], source)
     before = {path.name: path.read_bytes() for path in source.iterdir()}
     for out, relation in ((source, "is"), (source / "atlas", "lies inside"), (tmp_path / "work", "holds")):
-        with pytest.raises(SystemExit, match=f"{out}: {relation} the folder {source} it would be made from; "
+        with pytest.raises(SystemExit, match=f"{out}: {relation} {source}, which this command reads; "
                                              "nothing was written"):
             main(["gpt2", str(source), str(out), "--replace"])
     monkeypatch.chdir(tmp_path / "work")

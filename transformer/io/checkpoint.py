@@ -58,6 +58,7 @@ from .safety import (
     open_regular,
     read_bytes,
     read_json,
+    refuse_output_over_inputs,
     size_text,
 )
 from .text import normalize, words
@@ -563,22 +564,13 @@ def staging_folder(path: Path, purpose: str) -> Path:
     return path.parent / f".{path.name}.{purpose}"
 
 
-def check_replaceable(path: Path, replace: bool, source: Path | None = None) -> None:
+def check_replaceable(path: Path, replace: bool, *inputs: Path) -> None:
     """CheckpointError unless writing the checkpoint `path` replaces nothing, or `replace` allows it: nothing there
     and an empty folder are fine; a folder with files in it needs `replace`; anything else (a file, a symlink) is
-    never replaced. Whatever `replace` says, `path` may not be the folder the command runs in or hold it, nor be,
-    hold or lie inside the folder `source` the checkpoint is made from: replacing it would delete what is read."""
-    target = Path(path).resolve()
-    if Path.cwd().is_relative_to(target):
-        raise CheckpointError(f"{path}: is the folder this command runs in, or holds it; nothing was written. Name a "
-                              "new folder for the checkpoint")
-    if source is not None:
-        origin = Path(source).resolve()
-        relation = ("is" if target == origin else "lies inside" if target.is_relative_to(origin)
-                    else "holds" if origin.is_relative_to(target) else "")
-        if relation:
-            raise CheckpointError(f"{path}: {relation} the folder {source} it would be made from; nothing was "
-                                  "written. Name another folder for the checkpoint")
+    never replaced. Whatever `replace` says, `path` may not be, hold or lie inside the folder the command runs in or
+    one of the `inputs` the checkpoint is made from (refuse_output_over_inputs): replacing it would delete what is
+    read."""
+    refuse_output_over_inputs(path, inputs)
     if not os.path.lexists(path):
         return
     if path.is_symlink() or not path.is_dir():

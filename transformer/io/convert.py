@@ -429,7 +429,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = shlex.join(["python", "-m", "transformer.convert", *argv])
     try:
         # The output is checked before anything is downloaded.
-        check_replaceable(Path(args.folders[-1]), args.replace, None if args.from_hub else Path(args.folders[0]))
+        check_replaceable(Path(args.folders[-1]), args.replace, *([] if args.from_hub else [Path(args.folders[0])]))
         if args.from_hub:
             print(f"downloading {args.from_hub}")
             src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"

@@ -20,7 +20,7 @@ import re
 import resource
 import stat
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -118,6 +118,37 @@ def size_text(size: int) -> str:
 
 class CheckpointError(Exception):
     """A checkpoint folder or one of its files is missing, broken or unsafe; the message names the file."""
+
+
+class OutputOverInput(CheckpointError):
+    """A command was told to write where it would overwrite or delete what it reads; the message names both."""
+
+
+def refuse_output_over_inputs(out: str | Path, inputs: Iterable[str | Path]) -> None:
+    """OutputOverInput unless writing (or replacing, whole) `out` leaves every one of `inputs` and the folder the
+    command runs in as they are: `out` may not be an input (by its real path, or the same file under another name: a
+    symlink or hard link), hold one (a folder that would be replaced with what is in it), or lie inside one (a file
+    written into the folder being read). The command's own folder may hold `out`, never be or lie inside it. Every
+    command that writes calls this before it reads or writes anything, with or without --replace."""
+    target = Path(out).resolve()
+    if Path.cwd().is_relative_to(target):
+        raise OutputOverInput(f"{out}: is the folder this command runs in, or holds it; nothing was written. Name a "
+                              "new place for the output")
+    for source in inputs:
+        origin = Path(source).resolve()
+        relation = ("is" if target == origin or _same_file(target, origin)
+                    else "lies inside" if target.is_relative_to(origin)
+                    else "holds" if origin.is_relative_to(target) else "")
+        if relation:
+            raise OutputOverInput(f"{out}: {relation} {source}, which this command reads; nothing was written. Name "
+                                  "another place for the output")
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
 
 
 PASSED_THROUGH = (KeyboardInterrupt, SystemExit, GeneratorExit, MemoryError)  # never a file's fault

@@ -144,7 +144,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="checkpoint folder to write (written beside it, then renamed into place)")
     parser.add_argument("--replace", action="store_true",
                         help="replace the checkpoint already in --out, whole (without it, an --out with files in it "
-                             "is refused; --resume and --init-from OUT replace it anyway)")
+                             "is refused; --resume replaces it anyway); never what the run reads: --init-from's "
+                             "checkpoint, a corpus")
     data = parser.add_argument_group("data")
     data.add_argument("--data", nargs="+", type=CorpusSpec.parse, metavar="[NAME=]PATH[,TARGET]",
                       help="translate, lm: one or more corpora, each a TSV of source<TAB>target or two aligned files "
@@ -540,7 +541,7 @@ def main(argv: list[str] | None = None) -> Transformer:
     rank = int(os.environ.get("RANK", "0"))
     say = print if rank == 0 and not args.quiet else lambda *_, **__: None  # what the run does before its bar
     try:  # everything the run reads, checked before anything is written
-        check_replaceable(args.out, args.replace or args.resume or same_folder(args.init_from, args.out))
+        check_replaceable(args.out, args.replace or args.resume, *run_inputs(args))
         say(f"reading {args.init_from}" if args.init_from else "reading the data", flush=True)
         initial = load_checkpoint(args.init_from) if args.init_from else None  # its architecture and weights
         config = continued_config(args, initial.config) if initial else None
@@ -573,8 +574,12 @@ def main(argv: list[str] | None = None) -> Transformer:
     return trainer.model
 
 
-def same_folder(first: Path | None, second: Path) -> bool:
-    return first is not None and first.resolve() == second.resolve()
+def run_inputs(args: argparse.Namespace) -> list[Path]:
+    """What a run reads and its --out may therefore not be, hold or lie inside: the checkpoint --init-from
+    continues and the corpus files of --data and --dev-data. (--resume reads the run's own earlier state.)"""
+    corpora = [*(args.data or []), *args.dev_data]
+    return [*([args.init_from] if args.init_from else []),
+            *(Path(path) for spec in corpora for path in (spec.source, spec.target) if path)]
 
 
 def resume_source(args: argparse.Namespace) -> Path | None:
