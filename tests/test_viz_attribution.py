@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from viz.attribution import attribution_figure, logit_lens_figure, patching_figure, token_attribution_figure
+from viz.theme import Theme
 
 SRC = ["<b>", "a", "a", "</s>"]  # a duplicated token and markup that must show literally
 OUT = ["x", "y", "</s>"]
@@ -96,3 +97,24 @@ def test_logit_lens_writes_escaped_pieces_in_cells():
     assert "e: 0.050" in fig.data[0].customdata[1][0]
     with pytest.raises(ValueError):
         logit_lens_figure(["L0 self"], ["<s>", "x"], pieces, probs)
+
+
+@pytest.mark.parametrize(("space", "shown"), [((1339, 1068), "every sublayer"), ((866, 708), "each layer's end"),
+                                              ((924, None), "every sublayer")], ids=["1920x1080", "1280x720", "laptop"])
+def test_the_logit_lens_fits_its_space_with_a_column_per_layer_where_one_per_sublayer_does_not(space, shown):
+    """40 decoder pieces, three layers of three sublayers, ten-letter pieces in every cell: a 1920 x 1080 projector's
+    space (ui.screen.figure_space) holds a column per sublayer, 1280 x 720's only one per layer (the residual stream
+    after it, and the title says so), a laptop's width all of them; every label at the mode's smallest font or
+    larger."""
+    stages = [f"L{layer} {sublayer}" for layer in range(3) for sublayer in ("self", "cross", "ffn")]
+    positions = [f"·mot{index}" for index in range(40)]
+    pieces = np.full((9, 40, 2), "·professeur", dtype=object)
+    theme = Theme(large=space[1] is not None, width=space[0], height=space[1])
+    fig = logit_lens_figure(stages, positions, pieces, np.full((9, 40, 2), 0.4), layer_ends=[2, 5, 8], theme=theme)
+    assert fig.layout.width <= theme.width and (theme.height is None or fig.layout.height <= theme.height)
+    assert min(fig.layout.xaxis.tickfont.size, fig.layout.yaxis.tickfont.size, fig.data[0].textfont.size) \
+        >= theme.min_font_size
+    assert fig.layout.yaxis.ticktext == tuple(positions)  # positions down, stages across
+    every = shown == "every sublayer"
+    assert fig.layout.xaxis.ticktext == tuple(stages if every else stages[2::3])
+    assert ("after each layer" in fig.layout.title.text) != every

@@ -173,49 +173,85 @@ def patching_figure(heads: Mapping[str, ArrayLike], positions: Mapping[str, Arra
     return themed(traces, layout, theme, title)
 
 
+# A logit lens cell's height, in fonts: room around the piece written in it, then closer on a projector's height
+# (1.15: text set solid, the last resort of its 40 decoder pieces at 1280 x 720).
+LENS_ROW_EMS = (LINE_EM * 1.3, LINE_EM, 1.2, 1.15)
+LENS_CELL_PAD_PX = 10  # across a cell, beside its piece
+
+
 def logit_lens_figure(stages: Tokens, positions: Tokens, top_pieces: ArrayLike, top_probs: ArrayLike, *,
-                      title: str = "Logit lens", theme: Theme = Theme()) -> go.Figure:
+                      layer_ends: Collection[int] = (), title: str = "Logit lens",
+                      theme: Theme = Theme()) -> go.Figure:
     """What each decoder stage would predict: stages (rows) x decoder positions (columns), or, where that is
     wider than the theme's width, positions (rows) x stages (columns).
 
     Colour = probability of the stage's top piece; the piece is written in its cell (hover adds the runners-up).
-    top_pieces: (stages, positions, k) strings, most likely first; top_probs: same shape."""
+    top_pieces: (stages, positions, k) strings, most likely first; top_probs: same shape. The font is the largest
+    from theme.font_size down to theme.min_font_size at which the figure fits the theme's width (and height).
+    layer_ends: the stages that end a layer (the residual stream after it): where every stage does not fit the
+    theme's width and height at a readable font (a projector's 40 decoder pieces leave room for three columns of
+    pieces, not nine), only these are drawn, and the title says so."""
     top_probs = np.asarray(top_probs, dtype=float)
     pieces = np.asarray(top_pieces, dtype=object)
     if top_probs.shape[:2] != (len(stages), len(positions)) or pieces.shape != top_probs.shape:
         raise ValueError(f"top_pieces {pieces.shape} and top_probs {top_probs.shape} must be "
                          f"(stages={len(stages)}, positions={len(positions)}, k)")
+    shape = _lens_shape(theme, stages, positions, pieces[:, :, 0])
+    if not shape["fits"] and theme.height is not None and layer_ends:
+        kept = sorted(layer_ends)
+        stages, pieces, top_probs = [stages[s] for s in kept], pieces[kept], top_probs[kept]
+        title = f"{title} · after each layer"
+        shape = _lens_shape(theme, stages, positions, pieces[:, :, 0])
     labels = np.vectorize(safe_label, otypes=[object])(pieces)
     hover = np.array([[f"{safe_label(stages[s])}, after {safe_label(positions[p])} ({p}):<br>" + "<br>".join(
         f"{labels[s, p, i]}: {top_probs[s, p, i]:.3f}" for i in range(pieces.shape[2]))
         for p in range(len(positions))] for s in range(len(stages))], dtype=object)
-    size = theme.font_size
-    cell_w = widest_px(pieces[:, :, 0].ravel(), size) + 10  # the piece written in each cell
-    row_h = LINE_EM * size * 1.3
-    stage_band = 8 + widest_px(stages, size) + 6
-    position_band = 8 + widest_px(positions, size) + 6
-    bar = colour_bar_px(theme) + 20
-    across = stage_band + 10 + len(positions) * cell_w + bar  # positions as columns
-    down = theme.width is not None and across > theme.width  # too wide: positions as rows
+    font, down = shape["font"], shape["down"]
     z, text, custom = top_probs[:, :, 0], labels[:, :, 0], hover
     x_labels, y_labels = list(positions), list(stages)
     x_title, y_title = "decoder input (the piece after it is predicted)", "residual stream after"
     if down:
         z, text, custom = z.T, text.T, custom.T
         x_labels, y_labels, x_title, y_title = y_labels, x_labels, y_title, x_title
-    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", textfont_size=size, coloraxis="coloraxis",
+    fig = go.Figure(go.Heatmap(z=z, text=text, texttemplate="%{text}", textfont_size=font, coloraxis="coloraxis",
                                customdata=custom, hovertemplate="%{customdata}<extra></extra>"))
     set_colour_axis(fig, "coloraxis", theme.sequential, 0.0, 1.0, "top probability")
-    fig.update_xaxes(token_axis(x_labels), title_text=x_title, tickangle=-90 if not down else 0, automargin=False)
-    fig.update_yaxes(token_axis(y_labels), autorange="reversed", title_text=y_title, automargin=False)
-    y_band = (position_band if down else stage_band) + LINE_EM * size + 6  # labels and the axis title
-    x_band = (LINE_EM * size if down else widest_px(positions, size)) + 14 + LINE_EM * size + 6
-    columns = len(x_labels)
-    margin = dict(l=y_band + 10, r=bar, t=LINE_EM * theme.title_size + 16, b=x_band + 10)
-    plot_w, plot_h = columns * cell_w, len(y_labels) * row_h
-    fig.update_layout(width=round(margin["l"] + plot_w + margin["r"]), height=round(margin["t"] + plot_h + margin["b"]),
-                      margin=margin, coloraxis_colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top",
-                                                             lenmode="pixels", len=min(plot_h, 12 * LINE_EM * size)))
-    fig.update_xaxes(title_standoff=widest_px(positions, size) + 14 if not down else LINE_EM * size + 14)
-    fig.update_yaxes(title_standoff=(position_band if down else stage_band))
+    axis_text = dict(tickfont=dict(size=font), title_font=dict(size=font), automargin=False)
+    fig.update_xaxes(token_axis(x_labels), title_text=x_title, tickangle=-90 if not down else 0, **axis_text)
+    fig.update_yaxes(token_axis(y_labels), autorange="reversed", title_text=y_title, **axis_text)
+    margin, plot_h = shape["margin"], shape["plot_h"]
+    fig.update_layout(width=round(shape["width"]), height=round(shape["height"]), margin=margin,
+                      coloraxis_colorbar=dict(x=1, xanchor="left", xpad=10, y=1, yanchor="top", lenmode="pixels",
+                                              len=min(plot_h, 12 * LINE_EM * theme.font_size)))
+    fig.update_xaxes(title_standoff=shape["x_labels_px"])
+    fig.update_yaxes(title_standoff=shape["y_labels_px"])
     return apply_theme(fig, theme, title)
+
+
+def _lens_shape(theme: Theme, stages: Tokens, positions: Tokens, top: np.ndarray) -> dict:
+    """The logit lens's pixels: the first of, at each font from the largest, stages as rows then as columns (down),
+    each cell LENS_ROW_EMS fonts tall in turn (the first only, where the theme sets no height), that fits the theme's
+    width and height; else the narrowest at the smallest font ("fits" False)."""
+    bar = colour_bar_px(theme) + 20
+    title_band = LINE_EM * theme.title_size + 16
+    tried = []
+    for font in range(theme.font_size, theme.min_font_size - 1, -1):
+        for row_em in LENS_ROW_EMS if theme.height is not None else LENS_ROW_EMS[:1]:
+            for down in (False, True):
+                rows, columns = (positions, stages) if down else (stages, positions)
+                # The piece written in each cell; the column's label where it stands under it (down: horizontal).
+                cell_w = max(widest_px(top.ravel(), font), widest_px(columns, font) if down else font) \
+                    + LENS_CELL_PAD_PX
+                y_labels_px = 8 + widest_px(rows, font) + 6
+                x_labels_px = (LINE_EM * font if down else widest_px(columns, font)) + 14
+                margin = dict(l=y_labels_px + LINE_EM * font + 16, r=bar, t=title_band,
+                              b=x_labels_px + LINE_EM * font + 16)
+                plot_h = len(rows) * row_em * font
+                width = margin["l"] + len(columns) * cell_w + margin["r"]
+                height = margin["t"] + plot_h + margin["b"]
+                shape = dict(font=font, down=down, margin=margin, plot_h=plot_h, width=width, height=height,
+                             x_labels_px=x_labels_px, y_labels_px=y_labels_px)
+                if (theme.width is None or width <= theme.width) and (theme.height is None or height <= theme.height):
+                    return {**shape, "fits": True}
+                tried.append(shape)
+    return {**min(tried, key=lambda shape: (shape["width"], shape["height"])), "fits": False}
