@@ -1,19 +1,55 @@
 """`python -m ui.pack DECK OUT.html`: a deck as one HTML file that needs no server (ui.deck.packing draws and packs
-it)."""
+it). OUT is checked before a slide is drawn: never one of the pack's inputs (the deck file, the decks folder, the
+checkpoints folder), nor a folder above or inside one, `--replace` or not; its folder must exist."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ui.deck import DeckError, read_deck
 from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
+from ui.deck.parse import decks_dir
+from ui.passes import checkpoints_dir
 
 
-def pack_deck(name: str, timeout_s: float = SLIDE_TIMEOUT_S) -> bytes:
-    """The deck `name` (one of the decks folder's) drawn and packed."""
+def refuse_output_over_inputs(output: Path, inputs: Iterable[Path]) -> None:
+    """ValueError when `output` is one of `inputs`, lies inside one, or holds one (symlinks followed): writing it
+    would replace or bury what the command reads."""
+    target = output.resolve()
+    for source in inputs:
+        read = source.resolve()
+        if target == read or read in target.parents or target in read.parents:
+            raise ValueError(f"{output} is, holds or lies inside {source}, which this command reads: "
+                             "write it elsewhere")
+
+
+def check_output(output: Path, replace: bool) -> None:
+    """ValueError or FileExistsError, in one line, where `output` cannot take the pack: before minutes of drawing."""
+    parent = output.parent
+    if output.is_dir():
+        raise ValueError(f"{output} is a folder: name the HTML file to write")
+    if output.exists() and not replace:
+        raise FileExistsError(f"{output} already exists: choose another name, or pass --replace")
+    if not parent.exists():
+        raise ValueError(f"{output}: its folder {parent} does not exist")
+    if not parent.is_dir():
+        raise ValueError(f"{output}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{output}: the folder {parent} is not writable")
+
+
+def pack_deck(name: str, timeout_s: float = SLIDE_TIMEOUT_S,
+              progress: Callable[[str], None] = lambda line: None) -> bytes:
+    """The deck `name` (one of the decks folder's) drawn and packed; `progress` hears of each slide as it starts."""
     deck = read_deck(name)
-    return pack_html(deck, [draw_slide(name, deck, number, timeout_s) for number in range(1, len(deck.slides) + 1)])
+    slides = []
+    for number, slide in enumerate(deck.slides, 1):
+        progress(f"slide {number} / {len(deck.slides)}: {slide.title}")
+        slides.append(draw_slide(name, deck, number, timeout_s))
+    return pack_html(deck, slides)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -25,10 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:
-        data = pack_deck(args.deck)
+        read_deck(args.deck)  # an unknown deck is named before OUT is looked at
+        refuse_output_over_inputs(args.out, [decks_dir() / f"{args.deck}.toml", decks_dir(), checkpoints_dir()])
+        check_output(args.out, args.replace)
+        data = pack_deck(args.deck, progress=lambda line: print(line, flush=True))
         write_new(args.out, data, args.replace)
-    except (DeckError, PackError, FileExistsError) as error:
+    except (DeckError, PackError, ValueError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None
+    except OSError as error:  # the disk full, a file past the size limit, a folder gone while drawing
+        raise SystemExit(f"error: {args.out} could not be written: {error.strerror or error}") from None
     print(f"{args.out}: {len(data) / 2**20:.1f} MB, in {time.monotonic() - start:.0f} s")
 
 
