@@ -144,7 +144,7 @@ def two_snapshots(page: Page, mode: str, kind: str, layer: int, head: int | None
 
 def two_inputs(page: Page, kind: str, layer: int, head: int | None) -> None:
     """The same head (or layer mean) on the input (A) and on a second input (B), each read with its own output: the
-    minimal pair of a lecture ("... because it was too tired." / "... too wide."). A − B where the two line up piece
+    minimal pair of a lecture ("... because it was too tired." / "... too big."). A − B where the two line up piece
     for piece on both axes of the kind; else side by side, naming the pieces that differ. Under it, per output
     position, how B changes the probability of A's next piece."""
     # Input B starts as the input (edit one word of it), and starts again when the input changes; a link's B belongs
