@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from .. import passes
+from ..literal_text import plain
 from ..shared import KEPT_FOR_S, expiring
 from ..state import notice, parse_query, settle, shown, url_params
 from ..views import BY_KEY
@@ -111,9 +112,9 @@ def draw_slide(deck: Deck, top, under) -> None:
     row.container(key="slide-title").text(f"{number} / {count} · {slide.title}")
     if slide.line:
         under.container(key="slide-line").text(slide.line)
-    st.sidebar.subheader(deck.title)
+    st.sidebar.subheader(plain(deck.title))  # a deck's text is shown as typed: no link, no remote image
     if slide.note:
-        st.sidebar.info(slide.note, icon="🗒️")
+        st.sidebar.info("  \n".join(map(plain, slide.note.splitlines())), icon="🗒️")
     st.sidebar.button("Close the deck", on_click=close_deck)
 
 
