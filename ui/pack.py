@@ -6,24 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
+from transformer.io.safety import OutputOverInput, refuse_output_over_inputs
 from ui.deck import DeckError, read_deck
 from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
 from ui.deck.parse import decks_dir
 from ui.passes import checkpoints_dir
-
-
-def refuse_output_over_inputs(output: Path, inputs: Iterable[Path]) -> None:
-    """ValueError when `output` is one of `inputs`, lies inside one, or holds one (symlinks followed): writing it
-    would replace or bury what the command reads."""
-    target = output.resolve()
-    for source in inputs:
-        read = source.resolve()
-        if target == read or read in target.parents or target in read.parents:
-            raise ValueError(f"{output} is, holds or lies inside {source}, which this command reads: "
-                             "write it elsewhere")
 
 
 def check_output(output: Path, replace: bool) -> None:
@@ -66,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         check_output(args.out, args.replace)
         data = pack_deck(args.deck, progress=lambda line: print(line, flush=True))
         write_new(args.out, data, args.replace)
-    except (DeckError, PackError, ValueError, FileExistsError) as error:
+    except (DeckError, PackError, OutputOverInput, ValueError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None
     except OSError as error:  # the disk full, a file past the size limit, a folder gone while drawing
         raise SystemExit(f"error: {args.out} could not be written: {error.strerror or error}") from None
