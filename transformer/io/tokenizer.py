@@ -13,6 +13,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from .backtracking import SECTIONS, tokenizer_problem
 from .safety import PASSED_THROUGH, native
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3  # fixed ids in every model we train
@@ -210,10 +211,14 @@ class JsonTokenizer:
             self._backend = Backend.from_str(content.decode("utf-8"))
             processor = self._backend.post_processor
             specials = special_tokens(json.loads(processor.__getstate__())) if processor is not None else []
+            parts = {key: json.loads(part.__getstate__()) for key in SECTIONS
+                     if (part := getattr(self._backend, key)) is not None}
         except PASSED_THROUGH:
             raise
         except BaseException as error:
             raise ValueError(f"not a tokenizer the tokenizers library reads ({error})") from None
+        if problem := tokenizer_problem(parts):
+            raise ValueError(problem)
         size = self.vocab_size
         for token, token_id in specials:  # what the post-processor adds must be tokens of this vocabulary
             found = self._backend.token_to_id(token)
@@ -237,17 +242,22 @@ class JsonTokenizer:
         unknown = getattr(self._backend.model, "unk_token", None)
         return None if unknown is None else self._backend.token_to_id(unknown)
 
+    def _encoding(self, text: str, add_special_tokens: bool):
+        """The library's encoding of `text`. encode_batch, not encode: it lets go of the interpreter's lock while its
+        native code runs, so a long encode (a regex at the bound backtracking.py allows) holds up no other session."""
+        return self._backend.encode_batch([text], add_special_tokens=add_special_tokens)[0]
+
     @native
     def encode(self, text: str) -> list[int]:
-        return self._backend.encode(text, add_special_tokens=False).ids
+        return self._encoding(text, add_special_tokens=False).ids
 
     @native
     def encode_with_specials(self, text: str) -> list[int]:
-        return self._backend.encode(text).ids
+        return self._encoding(text, add_special_tokens=True).ids
 
     @native
     def encode_pieces(self, text: str) -> list[str]:
-        return self._backend.encode(text, add_special_tokens=False).tokens
+        return self._encoding(text, add_special_tokens=False).tokens
 
     @native
     def decode(self, ids: Sequence[int]) -> str:
