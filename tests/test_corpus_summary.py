@@ -4,6 +4,7 @@ trusted; new weights make a new entry; the t-SNE picture of reverse's mirror hea
 reads; and two processes under torchrun keep the summary one process computes."""
 from __future__ import annotations
 
+import json
 import math
 import os
 import socket
@@ -20,7 +21,7 @@ from transformer.analysis import corpus_summary as summaries
 from transformer.analysis.corpus_summary import corpus_summary, decode, encode, summarise, summary_key, tsne_picture
 from transformer.analysis.qk_space import nearest_keys, projected, queries_keys, top_neuron_examples
 from transformer.inference.translation import load_checkpoint
-from transformer.io.disk_cache import MAX_ENTRY_BYTES, SUFFIX, DiskCache, key_of, model_digest
+from transformer.io.disk_cache import LOCK, MANIFEST, MAX_ENTRY_BYTES, SUFFIX, DiskCache, key_of, model_digest
 
 MIRROR_HEAD = ("decoder.cross_attn", 1, 0)  # reverse: reads the input position its output position mirrors
 
@@ -57,7 +58,8 @@ def test_an_entry_reads_back_as_written_and_leaves_no_temporary_file(cache):
     read, value = cache.read(key_of("x"))
     assert value == {"n": 3, "names": ["é", "▁x"]}
     assert {name: array.tolist() for name, array in read.items()} == {name: a.tolist() for name, a in arrays.items()}
-    assert [path.name for path in cache.folder.iterdir()] == [f"{key_of('x')}{SUFFIX}"]
+    assert sorted(path.name for path in cache.folder.iterdir()) == sorted(
+        [f"{key_of('x')}{SUFFIX}", MANIFEST, LOCK])  # no temporary file left
 
 
 def test_the_folder_keeps_within_its_bound_the_least_recently_used_going_first(tmp_path):
@@ -123,6 +125,46 @@ def test_an_unwritable_folder_computes_without_keeping(tmp_path):
     cache = DiskCache(tmp_path / "file" / "cache")
     arrays, value = cache.get(key_of("x"), lambda: ({"a": np.ones(2)}, 7))
     assert value == 7 and cache.entries() == []
+
+
+def test_a_trim_removes_only_the_caches_own_entries(tmp_path):
+    """A folder named as the cache may hold files of others (a checkpoint's weights, a file named like an entry):
+    the trim removes only entries of the cache's manifest, and counts nothing else."""
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(b"w" * 600_000)
+    lookalike = tmp_path / f"{key_of('not written here')}{SUFFIX}"
+    lookalike.write_bytes(b"x" * 600_000)
+    os.utime(weights, (0, 1))  # the least recently used files of the folder: a trim by age would take them first
+    os.utime(lookalike, (0, 1))
+    cache = DiskCache(tmp_path, max_bytes=450_000)
+    for name in "ab":
+        assert cache.write(key_of(name), entry(200_000), None)
+    assert cache.write(key_of("c"), entry(200_000), None)  # past the bound: the trim runs
+    assert weights.read_bytes() == b"w" * 600_000 and lookalike.read_bytes() == b"x" * 600_000
+    assert {path.stem for path in cache.entries()} == {key_of(name) for name in "bc"}
+    assert cache.size() <= 450_000
+
+
+def test_a_planted_manifest_never_makes_the_trim_remove_a_foreign_file(tmp_path):
+    cache = DiskCache(tmp_path, max_bytes=100_000)
+    foreign = tmp_path / f"{key_of('foreign')}{SUFFIX}"
+    foreign.write_bytes(b"f" * 200_000)
+    (tmp_path / ".attention-atlas-cache.json").write_text("{not json")  # damaged: read as empty
+    assert cache.write(key_of("mine"), entry(40_000), None)
+    assert foreign.exists() and [path.stem for path in cache.entries()] == [key_of("mine")]
+
+
+@pytest.mark.parametrize("dtype", ["BF16", "F8_E4M3", "F8_E5M2", "F4", "F6_E2M3", "F8_E8M0"])
+def test_an_entry_of_a_dtype_numpy_cannot_hold_is_rebuilt(cache, dtype):
+    """Every dtype safetensors can name is read or its entry rebuilt (numpy has no bfloat16 or float8)."""
+    key = key_of("planted")
+    header = json.dumps({"__metadata__": {"key": key, "value": "null"},
+                         "a": {"dtype": dtype, "shape": [8], "data_offsets": [0, 8]}}).encode()
+    cache.folder.mkdir(parents=True)
+    cache.path(key).write_bytes(len(header).to_bytes(8, "little") + header + bytes(8))
+    assert cache.read(key) is None and not cache.path(key).exists()
+    arrays, _ = cache.get(key, lambda: ({"a": np.ones(2, np.float32)}, None))
+    assert cache.read(key)[0]["a"].tolist() == [1.0, 1.0]
 
 
 def test_the_weights_digest_changes_with_any_weight(reverse):
@@ -289,3 +331,20 @@ def test_two_process_torchrun_caches_the_summary_one_process_computes(reverse, t
     for layer, frame in alone.neurons.items():
         pd.testing.assert_frame_equal(shared.neurons[layer].reset_index(drop=True), frame.reset_index(drop=True),
                                       check_dtype=False, atol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file", "inside the checkpoint", "holding the checkpoint"])
+def test_the_cache_command_refuses_a_folder_it_cannot_use_before_computing(tmp_path, monkeypatch, capsys, where):
+    from transformer import corpus as command
+    checkpoint = tmp_path / "checkpoints" / "reverse"
+    checkpoint.mkdir(parents=True)
+    (tmp_path / "file").write_text("a file")
+    folder = {"a file": tmp_path / "file", "under a file": tmp_path / "file" / "cache",
+              "inside the checkpoint": checkpoint / "cache", "holding the checkpoint": tmp_path}[where]
+    monkeypatch.setattr(command, "Checkpoint", lambda *a: pytest.fail("the checkpoint was read before the check"))
+    monkeypatch.setattr(command, "corpus_summary", lambda *a, **k: pytest.fail("computed before the check"))
+    with pytest.raises(SystemExit) as refused:
+        command.main(["cache", str(checkpoint), "--count", "4", "--cache", str(folder)])
+    message = str(refused.value)
+    assert message.startswith("error: ") and "\n" not in message and str(folder) in message
+    assert (tmp_path / "file").read_text() == "a file" and not (checkpoint / "cache").exists()

@@ -33,11 +33,13 @@ from tqdm import tqdm
 from ..data.corpora import collate, dev_pairs, lm_dev_sentences, missing_corpus_files
 from ..data.tasks import CORPUS_TASKS, FRESH_SEED, TASKS
 from ..inference.translation import Checkpoint
+from ..io.safety import CheckpointError
 from ..io.text import source_ids, target_ids
 from ..io.tokenizer import Tokenizer
 from ..model.capture import capture
 from ..model.hooks import attention_name
 from ..model.record import ATTENTION_KINDS, KIND_SIDES
+from .corpus_sample import SAMPLE_FILE, read_sample
 
 # Per (sentence, head): a mean over the sentence's query rows that are not padding and may attend to more than one
 # key (as viz.stats.head_statistics does for one input).
@@ -146,15 +148,34 @@ def corpus_unavailable(checkpoint: Checkpoint) -> str:
     if "data" not in checkpoint.card.training:
         return "its card names no corpus (a converted model)"
     missing = missing_corpus_files(checkpoint.card.training)
-    return f"its dev split is read from {', '.join(missing)}, which this machine does not have" if missing else ""
+    if not missing:
+        return ""
+    try:
+        return "" if read_sample(checkpoint) else (
+            f"its dev split is read from {', '.join(missing)}, which this machine does not have, and its folder "
+            f"has no {SAMPLE_FILE}")
+    except CheckpointError as error:
+        return f"its dev split is read from {', '.join(missing)}, which this machine does not have; {error}"
+
+
+def _sample_or_corpus(checkpoint: Checkpoint, data: str | Sequence[str] | None) -> list[tuple[str, str]] | None:
+    """The checkpoint's own sample (corpus_sample), where it is to be read instead of the card's corpus: no other
+    corpus named, and the card's not on this machine; None otherwise."""
+    if data is not None or not missing_corpus_files(checkpoint.card.training):
+        return None
+    return read_sample(checkpoint)
 
 
 def corpus_pairs(checkpoint: Checkpoint, count: int | None = None,
                  data: str | Sequence[str] | None = None) -> Iterator[tuple[str, str]]:
     """A translation checkpoint's dev split, streamed from the corpus file (the first `count` pairs, if given); a
     corpus language model's held-out sentences, each one text ("", sentence) as a language model reads it; for a
-    synthetic task, `count` fresh (input, output) pairs (default 1,000)."""
+    synthetic task, `count` fresh (input, output) pairs (default 1,000). Where the card's corpus is not on this
+    machine and no `data` is named, the checkpoint's own sample of the same first pairs (corpus_sample), if any."""
     training = checkpoint.card.training
+    sample = _sample_or_corpus(checkpoint, data) if checkpoint.card.task in CORPUS_TASKS else None
+    if sample is not None:
+        return islice(iter(sample), count)
     if checkpoint.card.task == "translate":
         return islice((pair for _, pair in dev_pairs(training, data)), count)
     if checkpoint.card.task == "lm":

@@ -233,8 +233,12 @@ def _pca(joint: np.ndarray) -> np.ndarray:
     if not len(joint):
         return np.zeros((0, 2))
     centred = joint - joint.mean(axis=0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)  # vt: (min(n, d), d), components by variance
-    components = vt[:2]
+    # The right singular vectors of the centred rows are the eigenvectors of their (d, d) scatter matrix, found by
+    # torch (its threads as the process sets them): numpy's SVD of n x d on a busy two-core machine took a second
+    # for a few thousand rows, its BLAS threads waiting on each other; this takes a millisecond.
+    _, vectors = torch.linalg.eigh(torch.from_numpy(centred.T @ centred))  # ascending eigenvalues
+    vectors = vectors.numpy()
+    components = vectors[:, ::-1][:, :min(2, len(joint))].T  # (components, d), by variance
     # Fixed signs: each component's largest-magnitude loading positive.
     largest = components[np.arange(len(components)), np.abs(components).argmax(axis=1)]
     components = components * np.where(largest < 0, -1.0, 1.0)[:, None]
