@@ -247,8 +247,8 @@ SCREEN_JS = """() => {
   return {id: section.id, hash: location.hash, title: section.querySelector("h2").textContent,
           page: [document.scrollingElement.scrollWidth, document.scrollingElement.scrollHeight],
           side: [side.scrollHeight, side.clientHeight, parseFloat(getComputedStyle(side).fontSize)],
-          panel: panel ? box(panel) : null, figures: [...section.querySelectorAll(".panel:not([hidden]) .main-svg")]
-            .filter((svg) => svg.getBoundingClientRect().width).map(box),
+          panel: panel ? box(panel) : null,
+          figures: [...section.querySelectorAll(".panel:not([hidden]) .js-plotly-plot")].map(box),
           notes: [...section.querySelectorAll("aside.notes")].filter((n) => n.offsetParent).map(box)};
 }"""
 
