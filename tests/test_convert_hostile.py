@@ -4,6 +4,7 @@ the source. Each is refused with a message naming the field or file, and nothing
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from transformer.io.tokenizer import JsonTokenizer
 pytest.importorskip("transformers", reason="the converter's tests need transformers (requirements-dev)")
 tokenizers = pytest.importorskip("tokenizers")
 
-from families import save_family  # noqa: E402  (after the skips)
+from families import SHAPES, save_family  # noqa: E402  (after the skips)
 from test_convert import make_marian_folder  # noqa: E402
 
 FAMILIES = ("marian", "gpt2", "bert", "bart")
@@ -153,3 +154,71 @@ def test_a_download_that_fails_is_one_line_not_a_traceback(tmp_path, monkeypatch
         "(LocalEntryNotFoundError: An error happened while trying to locate the files on the Hub). Without a network, "
         "copy the model's folder here and convert it as SRC_FOLDER")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def decoders(tmp_path_factory) -> dict[str, Path]:
+    """A small Llama and Qwen2 folder (the families whose head width is computed from the config)."""
+    root = tmp_path_factory.mktemp("hf-decoders")
+    for family in ("llama", "qwen2"):
+        save_family(family, root / family, **SHAPES[family][0])
+    return {family: root / family for family in ("llama", "qwen2")}
+
+
+AT_LEAST_ONE = "not a whole number of at least 1"
+TOO_SHORT = ("not a whole number of at least 8 (the positions the shortest sentence needs, with its start and end "
+             "tokens)")
+
+
+@pytest.mark.parametrize(("family", "key", "value", "message"), [
+    ("llama", "num_attention_heads", 0, AT_LEAST_ONE), ("qwen2", "num_attention_heads", 0, AT_LEAST_ONE),
+    ("llama", "num_key_value_heads", 0, AT_LEAST_ONE), ("llama", "hidden_size", -4, AT_LEAST_ONE),
+    ("llama", "max_position_embeddings", 1, TOO_SHORT), ("qwen2", "max_position_embeddings", 7, TOO_SHORT),
+    ("gpt2", "n_head", 0, AT_LEAST_ONE), ("gpt2", "n_positions", 1, TOO_SHORT), ("gpt2", "n_inner", -1,
+                                                                                  "not a whole number of at least 0"),
+    ("bert", "num_attention_heads", 0, AT_LEAST_ONE), ("bert", "intermediate_size", 0, AT_LEAST_ONE),
+    ("bart", "d_model", 0, AT_LEAST_ONE), ("bart", "max_position_embeddings", 2, TOO_SHORT),
+])
+def test_a_size_of_zero_or_too_few_positions_is_one_line_naming_the_field(sources, decoders, tmp_path, family, key,
+                                                                           value, message):
+    folder = copy_with({**sources, **decoders}[family], tmp_path / "hf", "config.json",
+                       lambda config: config.update({key: value}))
+    with pytest.raises(SystemExit, match=f"^error: {folder / 'config.json'}: {key} is {value}, {re.escape(message)}$"):
+        main([family, str(folder), str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_converted_folder_edited_to_too_few_positions_is_refused_on_loading(decoders, tmp_path):
+    main(["llama", str(decoders["llama"]), str(tmp_path / "atlas")])
+    config = json.loads((tmp_path / "atlas" / "config.json").read_text())
+    (tmp_path / "atlas" / "config.json").write_text(json.dumps(config | {"max_len": 1}))
+    with pytest.raises(CheckpointError, match=r"config\.json: max_len is 1, fewer than the 8 positions the shortest "
+                                              "sentence needs with its start and end tokens"):
+        load_checkpoint(tmp_path / "atlas")
+
+
+def test_what_is_planted_at_the_hidden_paths_is_refused_never_followed(sources, tmp_path):
+    """A symlink at .OUT.converting or .OUT.lock (to a folder or a file of someone else's) stops the conversion
+    with a message; the target is left as it was. A real folder there is an interrupted conversion's, and goes."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    out = tmp_path / "atlas"
+    (tmp_path / ".atlas.converting").symlink_to(elsewhere)
+    with pytest.raises(SystemExit, match=f"error: {tmp_path / '.atlas.converting'}: is a symlink, not what an "
+                                         "interrupted run of this command leaves there; nothing was written"):
+        main(["gpt2", str(sources["gpt2"]), str(out)])
+    (tmp_path / ".atlas.converting").unlink()
+    (tmp_path / ".atlas.lock").unlink()  # the lock file the refused run made (a lock is kept between runs)
+    (tmp_path / ".atlas.lock").symlink_to(elsewhere / "keep.txt")
+    with pytest.raises(SystemExit, match=r"\.atlas\.lock: cannot be used to write .*atlas \(.*\); nothing was "
+                                         "written"):
+        main(["gpt2", str(sources["gpt2"]), str(out)])
+    assert [path.name for path in elsewhere.iterdir()] == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "mine"
+    assert not out.exists()
+    (tmp_path / ".atlas.lock").unlink()
+    (tmp_path / ".atlas.converting").mkdir()  # left by a conversion that was killed
+    (tmp_path / ".atlas.converting" / "config.json").write_text("{")
+    main(["gpt2", str(sources["gpt2"]), str(out)])
+    assert load_checkpoint(out).config.stacks == "decoder-only" and not (tmp_path / ".atlas.converting").exists()

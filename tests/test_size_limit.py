@@ -29,6 +29,7 @@ from transformer.io.checkpoint import (
     parameter_count,
 )
 from transformer.io.converters import llama
+from transformer.io.disk_cache import DEFAULT_MAX_BYTES, SIZE_VARIABLE, default_max_bytes
 from transformer.io.safety import GB, MEMORY_LIMIT_VARIABLE, memory_limit, usable_memory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +101,13 @@ def test_a_limit_that_is_not_a_whole_number_of_mb_is_refused(setting):
     with pytest.raises(ValueError, match=rf"{MEMORY_LIMIT_VARIABLE} must be a whole number of MB"):
         memory_limit({MEMORY_LIMIT_VARIABLE: setting})
     assert memory_limit({MEMORY_LIMIT_VARIABLE: " 2048 "})[0] == 2 * GB
+
+
+@pytest.mark.parametrize("setting", ["abc", "nan", "inf", "-1", "1e400", "0x10"])
+def test_a_cache_size_that_is_not_a_number_of_mb_names_the_variable(setting):
+    with pytest.raises(ValueError, match=rf"^{SIZE_VARIABLE} must be a number of MB, at least 0, got '{setting}'$"):
+        default_max_bytes({SIZE_VARIABLE: setting})
+    assert default_max_bytes({SIZE_VARIABLE: " 0.5 "}) == 2**19 and default_max_bytes({}) == DEFAULT_MAX_BYTES
 
 
 @pytest.fixture

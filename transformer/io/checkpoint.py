@@ -237,13 +237,16 @@ def pass_length(config: TransformerConfig) -> int:
 
 
 def check_pass_budget(config: TransformerConfig, source: Path) -> int:
-    """pass_length(config); CheckpointError when not even MIN_PASS_TOKENS fit (nothing useful could be shown)."""
+    """pass_length(config); CheckpointError when max_len or the pass budget leaves room for fewer than
+    MIN_PASS_TOKENS (nothing useful could be shown: every view would fail on the shortest sentence)."""
+    if config.max_len < MIN_PASS_TOKENS:
+        raise CheckpointError(f"{source}: max_len is {config.max_len}, fewer than the {MIN_PASS_TOKENS} positions the "
+                              "shortest sentence needs with its start and end tokens")
     length = pass_length(config)
-    if length < min(MIN_PASS_TOKENS, config.max_len):
-        shortest = min(MIN_PASS_TOKENS, config.max_len)
-        need = attention_values(config, shortest, shortest) * BYTES_PER_ATTENTION_VALUE
-        raise CheckpointError(f"{source}: one pass over {shortest} tokens would record {need:,} bytes of attention "
-                              f"({config.num_encoder_layers} + {config.num_decoder_layers} layers x "
+    if length < MIN_PASS_TOKENS:
+        need = attention_values(config, MIN_PASS_TOKENS, MIN_PASS_TOKENS) * BYTES_PER_ATTENTION_VALUE
+        raise CheckpointError(f"{source}: one pass over {MIN_PASS_TOKENS} tokens would record {need:,} bytes of "
+                              f"attention ({config.num_encoder_layers} + {config.num_decoder_layers} layers x "
                               f"{config.num_heads} heads x length²), more than the {PASS_BUDGET_BYTES:,} allowed")
     return length
 
@@ -564,6 +567,23 @@ def staging_folder(path: Path, purpose: str) -> Path:
     return path.parent / f".{path.name}.{purpose}"
 
 
+def check_staging(folder: Path) -> None:
+    """CheckpointError unless the hidden staging path `folder` holds nothing or a real folder (what an interrupted
+    writer leaves): a symlink, a file or anything else there was not written here, and is never followed or
+    deleted."""
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        raise CheckpointError(f"{folder}: is {'a symlink' if folder.is_symlink() else 'not a folder'}, not what an "
+                              "interrupted run of this command leaves there; nothing was written. Remove it and run "
+                              "again")
+
+
+def remove_staging(folder: Path) -> None:
+    """Remove the staging folder an interrupted writer left at `folder`, after check_staging."""
+    check_staging(folder)
+    if os.path.lexists(folder):
+        shutil.rmtree(folder)
+
+
 def check_replaceable(path: Path, replace: bool, *inputs: Path) -> None:
     """CheckpointError unless writing the checkpoint `path` replaces nothing, or `replace` allows it: nothing there
     and an empty folder are fine; a folder with files in it needs `replace`; anything else (a file, a symlink) is
@@ -586,9 +606,13 @@ def writer_lock(path: Path) -> Iterator[None]:
     refused at once. An flock on the hidden file .NAME.lock beside it: the kernel releases it when the process ends,
     however it ends, so a killed writer leaves no stale lock. The lock also finishes a replacement that a killed
     writer left halfway (see commit_checkpoint)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.parent / f".{path.name}.lock"
-    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:  # never through a symlink planted as the lock: it would open (and create) a file elsewhere
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as error:  # a file where a parent folder should be, a symlink as the lock, no permission
+        raise CheckpointError(f"{error.filename or lock}: cannot be used to write {path} ({error.strerror}); nothing "
+                              "was written") from None
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -597,6 +621,7 @@ def writer_lock(path: Path) -> Iterator[None]:
                               "written") from None
     try:
         replaced = staging_folder(path, "replaced")
+        check_staging(replaced)
         if os.path.lexists(replaced):
             if os.path.lexists(path):
                 shutil.rmtree(replaced)

@@ -51,6 +51,7 @@ from .checkpoint import (
     expected_state,
     read_safetensors,
     read_torch_zip,
+    remove_staging,
     save_weights,
     staging_folder,
     weights_entry,
@@ -376,7 +377,7 @@ def write_checkpoint(out: Path, model: torch.nn.Module, card: ModelCard, files: 
     with writer_lock(out):
         check_replaceable(out, replace)  # again: another writer may have finished there meanwhile
         staging = staging_folder(out, "converting")
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_staging(staging)
         try:
             log(f"writing {out}")
             write_folder(staging, model, card, files)

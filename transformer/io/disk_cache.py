@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import stat
 import tempfile
@@ -54,8 +55,18 @@ def default_folder(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def default_max_bytes(environ: Mapping[str, str] = os.environ) -> int:
-    text = environ.get(SIZE_VARIABLE, "")
-    return int(float(text) * 2**20) if text else DEFAULT_MAX_BYTES
+    """$ATLAS_CACHE_MB in bytes (MiB, a fraction allowed; 0 keeps nothing), else DEFAULT_MAX_BYTES. A ValueError
+    naming the variable for anything but a finite number of at least 0."""
+    text = environ.get(SIZE_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    try:
+        size = float(text)
+    except ValueError:
+        size = math.nan
+    if not 0 <= size <= 2**40:  # NaN fails both
+        raise ValueError(f"{SIZE_VARIABLE} must be a number of MB, at least 0, got {text!r:.40}")
+    return int(size * 2**20)
 
 
 def key_of(*parts: object) -> str:

@@ -68,9 +68,11 @@ from ..io.checkpoint import (
     CheckpointError,
     ModelCard,
     check_replaceable,
+    check_staging,
     commit_checkpoint,
     expected_state,
     load_weights,
+    remove_staging,
     save_atomically,
     save_checkpoint,
     save_weights,
@@ -611,8 +613,9 @@ def prepare_folder(args: argparse.Namespace, rank: int) -> Path:
     """The hidden folder the run writes in (see main): an interrupted run's, when --resume continues it; else a
     fresh one, holding a copy of --out when --resume continues a finished checkpoint."""
     folder = staging_folder(args.out, "training")
+    check_staging(folder)
     if rank == 0 and not (args.resume and (folder / RESUME_FILE).is_file()):
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_staging(folder)
         if args.resume and (args.out / RESUME_FILE).is_file():
             shutil.copytree(args.out, folder, symlinks=True)
         (folder / SNAPSHOT_DIR).mkdir(parents=True, exist_ok=True)

@@ -20,12 +20,12 @@ def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfi
         if hf.get(encoder_side) != hf.get(decoder_side):
             raise refuse(source, "bart", f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
                          f"({hf.get(decoder_side)}); our model has one value for both stacks")
-    vocab, eos = field("vocab_size", 50265), field("eos_token_id", 2)
+    vocab, eos = field.size("vocab_size", 50265), field("eos_token_id", 2)
     return build_config(
-        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field("d_model", 1024),
-        num_heads=field("encoder_attention_heads", 16), num_encoder_layers=field("encoder_layers", 12),
-        num_decoder_layers=field("decoder_layers", 12), d_ff=field("encoder_ffn_dim", 4096),
-        dropout=field("dropout", 0.1, float), max_len=field("max_position_embeddings", 1024),
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field.size("d_model", 1024),
+        num_heads=field.size("encoder_attention_heads", 16), num_encoder_layers=field.size("encoder_layers", 12),
+        num_decoder_layers=field.size("decoder_layers", 12), d_ff=field.size("encoder_ffn_dim", 4096),
+        dropout=field("dropout", 0.1, float), max_len=field.positions("max_position_embeddings", 1024),
         positional="learned", activation=field.activation("activation_function", "bart"),
         pad_id=field("pad_token_id", 1), bos_id=field("decoder_start_token_id", eos), eos_id=eos,
         tie_output_embedding=field("tie_word_embeddings", True, bool), share_embeddings=True,

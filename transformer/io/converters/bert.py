@@ -20,12 +20,12 @@ def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfi
     specials = {piece: tokenizer.token_id(piece) for piece in ("[CLS]", "[SEP]")}
     if None in specials.values():
         raise refuse(source, "bert", "the tokenizer has no [CLS] or [SEP] token")
-    vocab = field("vocab_size", 30522)
+    vocab = field.size("vocab_size", 30522)
     return build_config(
-        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field("hidden_size", 768),
-        num_heads=field("num_attention_heads", 12), num_encoder_layers=field("num_hidden_layers", 12),
-        num_decoder_layers=0, d_ff=field("intermediate_size", 3072),
-        dropout=field("hidden_dropout_prob", 0.1, float), max_len=field("max_position_embeddings", 512),
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=field.size("hidden_size", 768),
+        num_heads=field.size("num_attention_heads", 12), num_encoder_layers=field.size("num_hidden_layers", 12),
+        num_decoder_layers=0, d_ff=field.size("intermediate_size", 3072),
+        dropout=field("hidden_dropout_prob", 0.1, float), max_len=field.positions("max_position_embeddings", 512),
         positional="learned", activation=field.activation("hidden_act", "bert"),
         pad_id=field("pad_token_id", 0), bos_id=specials["[CLS]"], eos_id=specials["[SEP]"],
         tie_output_embedding=field("tie_word_embeddings", True, bool),

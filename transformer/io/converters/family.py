@@ -11,6 +11,7 @@ import torch
 
 from ...model.config import TransformerConfig
 from ..checkpoint import CheckpointError
+from ..safety import MIN_PASS_TOKENS
 from ..tokenizer import JsonTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new",
@@ -58,6 +59,20 @@ class Fields:
         if self.hf.get(key) is None:
             raise CheckpointError(f"{self.source}: no {key!r} field")
         return self(key, kind(), kind)
+
+    def size(self, key: str, default: int | None = None, minimum: int = 1, what: str = "") -> int:
+        """A width, count or length: a whole number of at least `minimum` (`what` says why that many), `default`
+        where absent (required where None). Read before any arithmetic on it: no zero divides a width."""
+        value = self.required(key) if default is None else self(key, default)
+        if value < minimum:
+            raise CheckpointError(f"{self.source}: {key} is {value}, not a whole number of at least {minimum}"
+                                  f"{what}")
+        return value
+
+    def positions(self, key: str, default: int) -> int:
+        """The model's longest input (max_position_embeddings, n_positions): room for the shortest sentence."""
+        return self.size(key, default, MIN_PASS_TOKENS, " (the positions the shortest sentence needs, with its "
+                                                        "start and end tokens)")
 
     def activation(self, key: str, family: str, names: dict[str, str] = ACTIVATIONS, default: str = "gelu") -> str:
         """Our name for the activation function that `key` names (`default` where it is absent)."""

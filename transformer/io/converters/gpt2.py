@@ -21,11 +21,12 @@ def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfi
             raise refuse(source, "gpt2", f"{switch} is on ({what})")
     if not field("scale_attn_weights", True, bool):
         raise refuse(source, "gpt2", "scale_attn_weights is off (scores not divided by sqrt(d_head))")
-    d_model, eos, vocab = field("n_embd", 768), field("eos_token_id", 50256), field("vocab_size", 50257)
+    d_model, eos, vocab = field.size("n_embd", 768), field("eos_token_id", 50256), field.size("vocab_size", 50257)
     return build_config(
-        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=field("n_head", 12),
-        num_encoder_layers=0, num_decoder_layers=field("n_layer", 12), d_ff=field("n_inner", 0) or 4 * d_model,
-        dropout=field("resid_pdrop", 0.1, float), max_len=field("n_positions", 1024), norm_first=True,
+        source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=field.size("n_head", 12),
+        num_encoder_layers=0, num_decoder_layers=field.size("n_layer", 12),
+        d_ff=field.size("n_inner", 0, minimum=0) or 4 * d_model,  # 0 or absent: 4 x d_model
+        dropout=field("resid_pdrop", 0.1, float), max_len=field.positions("n_positions", 1024), norm_first=True,
         positional="learned", activation=field.activation("activation_function", "gpt2"),
         pad_id=field("pad_token_id", eos),  # GPT-2 pads with its end token
         bos_id=field("bos_token_id", eos), eos_id=eos, tie_output_embedding=field("tie_word_embeddings", True, bool),

@@ -60,16 +60,16 @@ def llama_config(field: Fields, family: str, attention_bias: str, feed_forward_b
     max_position_embeddings, at most the loading policy's MAX_LEN: rotary positions have no table, so a lower limit
     only bounds the input, and a sliding window at least that long blocks nothing (0)."""
     source = field.source
-    heads, d_model = field.required("num_attention_heads"), field.required("hidden_size")
+    heads, d_model = field.size("num_attention_heads"), field.size("hidden_size")
     if field("head_dim", 0) not in (0, d_model // heads) or d_model % heads:
         raise refuse(source, family, f"head_dim ({field('head_dim', 0)}) is not hidden_size / num_attention_heads "
                                      f"({d_model} / {heads})")
-    vocab, eos = field.required("vocab_size"), field.required("eos_token_id")
-    max_len = min(field("max_position_embeddings", 2048), MAX_LEN)
+    vocab, eos = field.size("vocab_size"), field.required("eos_token_id")
+    max_len = min(field.positions("max_position_embeddings", 2048), MAX_LEN)
     return build_config(
         source, src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=d_model, num_heads=heads,
-        num_kv_heads=field("num_key_value_heads", heads), num_encoder_layers=0,
-        num_decoder_layers=field.required("num_hidden_layers"), d_ff=field.required("intermediate_size"),
+        num_kv_heads=field.size("num_key_value_heads", heads), num_encoder_layers=0,
+        num_decoder_layers=field.size("num_hidden_layers"), d_ff=field.size("intermediate_size"),
         dropout=field("attention_dropout", 0.0, float), max_len=max_len, norm_first=True, positional="rotary",
         activation=field.activation("hidden_act", family, default="silu"),
         pad_id=field("pad_token_id", eos),  # no pad token: padding is the end token, as GPT-2's
