@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,8 +10,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go
 import plotly.io
 import streamlit as st
+from plotly.utils import PlotlyJSONEncoder
 
 import viz
 
@@ -65,6 +68,84 @@ SCROLL_CSS = """.st-key-{box} {{ overflow: {overflow}; max-height: {height}; }}
 CAMERA = {"png": "png", "svg": "svg", "html": "png"}
 
 
+# What one figure may send to the browser, as JSON in one websocket message: a 1,000-token heatmap with its hover
+# data is about 76 MB, which Chromium took 90 s and 1.7 GB to draw.
+PAYLOAD_LIMIT_BYTES = 10_000_000
+HOVER_EXTRAS = ("customdata", "hovertext")  # per-cell hover data, most of a heatmap's bytes (4 values a cell)
+ARRAYS = ("z", "x", "y", "text", *HOVER_EXTRAS)
+SAMPLE_VALUES = 512  # values serialised per array to estimate its bytes
+
+
+def _array_bytes(value) -> int:
+    """About how many bytes `value` (an array of a trace) takes as JSON: a sample of its values serialised, times
+    its size."""
+    if value is None or isinstance(value, str):
+        return 0
+    flat = (value if isinstance(value, np.ndarray) else np.asarray(value, dtype=object)).ravel()
+    if not flat.size:
+        return 2
+    sample = flat[np.linspace(0, flat.size - 1, min(flat.size, SAMPLE_VALUES)).astype(int)].tolist()
+    return int(len(json.dumps(sample, cls=PlotlyJSONEncoder)) / len(sample) * flat.size) + 2
+
+
+def payload_bytes(fig) -> int:
+    """About how many bytes `fig` sends to the browser: its traces' arrays (each estimated from a sample) and its
+    layout."""
+    arrays = sum(_array_bytes(trace[name]) for trace in fig.data for name in ARRAYS if name in trace)
+    return arrays + len(json.dumps(fig.layout.to_plotly_json(), cls=PlotlyJSONEncoder))
+
+
+def _block_means(z: np.ndarray, k: int) -> np.ndarray:
+    """The mean of each k x k block of `z` (NaN cells left out; a block of NaN only stays NaN)."""
+    rows, cols = -(-z.shape[0] // k) * k, -(-z.shape[1] // k) * k
+    padded = np.full((rows, cols), np.nan)
+    padded[:z.shape[0], :z.shape[1]] = z
+    blocks = padded.reshape(rows // k, k, cols // k, k)
+    counts = (~np.isnan(blocks)).sum(axis=(1, 3))
+    sums = np.nansum(blocks, axis=(1, 3))
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
+
+
+def _mergeable(trace) -> bool:
+    """A heatmap at integer positions 0, 1, 2, ... (every token panel's): its cells can be merged into blocks."""
+    return (trace.type == "heatmap" and trace.x is None and trace.y is None and np.ndim(trace.z) == 2
+            and trace.x0 in (None, 0) and trace.y0 in (None, 0) and trace.dx in (None, 1) and trace.dy in (None, 1))
+
+
+def bounded_figure(fig, limit: int = PAYLOAD_LIMIT_BYTES):
+    """(`fig`, or a lighter copy of it, or None; a line that says what was done, "" for nothing). A figure over
+    `limit` bytes first loses its per-cell hover data (hover then shows positions and values); still over, each
+    token heatmap's cells are merged into k x k blocks, each the mean of its cells, drawn where those cells were
+    (axes, labels and size unchanged), k the smallest that fits; a figure still over (no heatmap to merge) is not
+    drawn. `fig` itself is never changed: it may be a cached figure other sessions share."""
+    size = payload_bytes(fig)
+    if size <= limit:
+        return fig, ""
+    over = (f"This figure would send {size / 1e6:.0f} MB to the browser, more than the {limit / 1e6:.0f} MB one "
+            "figure may")
+    traces = [trace.to_plotly_json() for trace in fig.data]
+    for trace in traces:
+        if any([trace.pop(name, None) is not None for name in HOVER_EXTRAS]):
+            trace["hovertemplate"] = "row %{y}, column %{x}: %{z:.4g}<extra></extra>"
+    lighter = go.Figure(dict(data=traces, layout={**fig.layout.to_plotly_json(), "template": {}}))  # {}: none added
+    lighter.layout.template = None
+    if payload_bytes(lighter) <= limit:
+        return lighter, f"{over}: its hover shows positions and values only."
+    merged = [trace for trace in lighter.data if _mergeable(trace)]
+    original = [np.asarray(trace.z, dtype=float) for trace in merged]
+    if payload_bytes(lighter) - sum(_array_bytes(z) for z in original) >= limit:  # what merging cannot lighten
+        return None, f"{over}, so it is not drawn: a shorter input draws it."
+    for k in range(2, max([max(z.shape) for z in original], default=1) + 1):
+        for trace, z in zip(merged, original, strict=True):
+            trace.update(z=_block_means(z, k), x0=(k - 1) / 2, dx=k, y0=(k - 1) / 2, dy=k,
+                         hovertemplate=f"{k}×{k} cells around row %{{y}}, column %{{x}}: mean %{{z:.4g}}"
+                                       "<extra></extra>")
+        if payload_bytes(lighter) <= limit:
+            return lighter, (f"{over}: its hover shows positions and values only, and each cell of its heatmaps is "
+                             f"the mean of a {k}×{k} block of cells.")
+    return None, f"{over}, so it is not drawn: a shorter input draws it."
+
+
 def show_figure(page: Page, fig, name: str, theme: viz.Theme | None = None, **kwargs):
     """Every figure with the export toolbar; theme=None, as viz.Theme already styles it for light or dark.
 
@@ -73,7 +154,13 @@ def show_figure(page: Page, fig, name: str, theme: viz.Theme | None = None, **kw
     same (a 64-token panel has no smaller readable layout), or in lecture mode taller than the screen below the
     controls, is drawn in a box that scrolls, with visible scrollbars and a line that says so. Streamlit shrinks
     a chart to its column, so the inner box is held at the figure's width and the outer one scrolls. Returns
-    st.plotly_chart's value (its selection with on_select)."""
+    st.plotly_chart's value (its selection with on_select). A figure over PAYLOAD_LIMIT_BYTES is drawn lighter, or
+    not at all, with a line that says so (bounded_figure)."""
+    fig, bounded = bounded_figure(fig)
+    if bounded:
+        st.caption(bounded)
+    if fig is None:
+        return None
     theme = theme or page.theme
     key = kwargs.pop("key", f"figure-{name}")
     box = re.sub(r"[^A-Za-z0-9_-]", "-", key)  # a CSS class name
