@@ -110,7 +110,7 @@ def test_a_typed_target_is_never_shown_as_the_models_output(app, output, lecture
     if lecture == "1":
         headline = [text for text in texts if target in text]
         assert headline and all(text.startswith("Typed target (teacher-forced): ") for text in headline), texts
-        assert f"model's own output (greedy): {output}" in headline[0]
+        assert f"Output of {LOADABLE[0]}, greedy: {output}" in headline[0]  # named as every view names it
         assert not any(text.startswith("→") for text in texts)
         return
     captions = [caption.value for caption in at.caption]

@@ -14,6 +14,8 @@ from . import passes
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable, first_difference
 from .state import FINAL
 
+TYPED_TARGET = "Typed target, teacher-forced"  # what the decoder reads where a target replaced the model's output
+
 
 def decoding_text(beam_size: int, decoding: dict) -> str:
     """How the output was decoded, penalties included: beam search takes them from the card, whatever its width."""
@@ -42,19 +44,29 @@ class Page:
     target: passes.Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
     own: Analysis | None = None  # with a target: the model's own output, which the target replaced in `analysis`
 
-    def decoding_name(self) -> str:
-        """How the sidebar's output was decoded ("greedy", or beam search with its width and penalties)."""
-        return decoding_text(self.beam_size, self.card.decoding)
+    def decoding_name(self, beam_size: int | None = None) -> str:
+        """How the sidebar's output was decoded ("greedy", or beam search with its width and penalties), or an output
+        decoded with `beam_size` beams."""
+        return decoding_text(beam_size or self.beam_size, self.card.decoding)
 
-    def output_how(self) -> str:
+    def output_how(self, beam_size: int | None = None) -> str:
         """How the model made its output: the decoding of a translation, or what a language or masked model does."""
         return {"encoder-only": "its masked-token prediction: each mask token replaced by the most likely token",
                 "decoder-only": "its next-token prediction: the input continued, greedy"}.get(
-            self.config.stacks, self.decoding_name())
+            self.config.stacks, self.decoding_name(beam_size))
+
+    def output_name(self, *, snapshot: str = FINAL, beam_size: int | None = None) -> str:
+        """The name of an output of this input, in the words of the headline over every view and of every view that
+        shows an output or draws its pieces: which checkpoint, at which training snapshot, decoded how. "Output of
+        eng-fra, greedy"; "Output of eng-fra at step 500 (10%), beam search with 4 beams, length penalty 0.6".
+        beam_size: decoded otherwise than the sidebar says (the attribution views explain the card's decoding)."""
+        at = "" if snapshot == FINAL else f" at {self.snapshot_label(snapshot)}"
+        return f"Output of {self.name}{at}, {self.output_how(beam_size)}"
 
     def decoder_reads(self) -> str:
-        """What the decoder reads in every view, teacher-forced: the model's own output, or a target typed instead."""
-        return "the typed target" if self.target is not None else "the final model's output"
+        """What the decoder reads in every view, teacher-forced, named as the headline names it: the model's own
+        output (output_name), or the target typed instead."""
+        return TYPED_TARGET if self.target is not None else self.output_name()
 
     def layers(self, kind: str) -> int:
         return self.config.layers_of(kind)

@@ -10,7 +10,7 @@ import viz
 from . import passes, target
 from .analysis import Analysis, first_difference
 from .literal_text import plain, visible_name
-from .page import Page
+from .page import TYPED_TARGET, Page
 from .shared import once
 from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
 from .warnings import AROUND
@@ -145,25 +145,25 @@ def show_output(page: Page, headline) -> None:
     else:
         for warning in analysis.warnings:
             st.warning(warning, icon="⚠️")
-    how = page.output_how()
+    named = page.output_name()  # in the words of every view that shows it
     if page.lecture:  # the sidebar is folded away: under the input box (choose_input), the output as plain text
         if page.own is None:
-            headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
+            headline.text(f"{named}  →  {analysis.text or EMPTY_OUTPUT}")
         else:  # never the typed target after an arrow that reads as the model's answer
-            headline.text(f"Typed target (teacher-forced): {analysis.text}   ·   model's own output "
-                          f"({'greedy' if page.beam_size == 1 else 'beam search'}): {page.own.text or EMPTY_OUTPUT}")
+            headline.text(f"Typed target (teacher-forced): {analysis.text}   ·   {named}: "
+                          f"{page.own.text or EMPTY_OUTPUT}")
         return
     output = st.container()
     if page.own is not None:
-        output.caption("Typed target, teacher-forced: every view shows the attention while the decoder reads it, "
-                       "not the model's own output")
+        output.caption(f"{TYPED_TARGET}: every view shows the attention while the decoder reads it, not the model's "
+                       "own output")
         with output:
             model_output(analysis.text, TYPED_TARGET_HELP)
-        output.caption(f"Output of {plain(page.name)}, {how}: {difference(page.own, analysis)}")
+        output.caption(f"{plain(named)}: {difference(page.own, analysis)}")
         with output:
             model_output(page.own.text)
     else:
-        output.caption(f"Output of {plain(page.name)}, {how}")
+        output.caption(plain(named))
         with output:
             model_output(analysis.text)
     # Drawn only while open: a first page without tables loads no table scripts (1.2 MB) before its first figure.

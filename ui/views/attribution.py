@@ -5,13 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
+from ui.literal_text import plain
 from ui.page import Page
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
 from ui.widgets import EXPANDER_PX, controls, inset, show_figure
-
-BEAM_NOTE = "Attribution explains the checkpoint's default decoding; the output above may differ."
 
 
 def contrastive(page: Page) -> None:
@@ -37,8 +36,10 @@ def render(page: Page) -> None:
     contrastive(page)
     decoded = page.default_translation()
     outputs, src = list(decoded.output_tokens), list(decoded.src_tokens)
-    if page.beam_size > 1 and not page.lecture:  # on a projector under the figure: above, it pushes it down
-        st.caption(BEAM_NOTE)
+    # The card's decoding, whatever the sidebar's: named as the headline names an output, which may be another one.
+    explains = f"Explained: {plain(page.output_name(beam_size=page.card.decoding.get('beam_size', 1)))}."
+    if not page.lecture:  # on a projector under the figure: above, it pushes it down
+        st.caption(explains)
     token = settle("attr_token", range(len(outputs)))
     # On a projector one compact control with its label folded: the figure starts high.
     token = controls("attribution").selectbox(
@@ -55,8 +56,8 @@ def render(page: Page) -> None:
     show_figure(page, once(viz.token_attribution_figure, chosen, src, row, outputs[token], theme=page.theme),
                 "attribution-token")
     st.caption("Each method's row is divided by its own peak (hover a cell for the raw value); gradients are signed.")
-    if page.beam_size > 1 and page.lecture:
-        st.caption(BEAM_NOTE)
+    if page.lecture:
+        st.caption(explains)
     every = st.expander("Every output piece by every method", key="attr_all", on_change="rerun")
     if overview_open:
         with every:

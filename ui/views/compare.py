@@ -45,7 +45,8 @@ def compare_title(what: str, only: int | None) -> str:
 
 
 def snapshots_note(page: Page) -> str:
-    return f"Both snapshots read {page.decoder_reads()} (teacher forcing), so the cells line up."
+    return (f"The decoder's pieces: {plain(page.decoder_reads())}, which both snapshots read (teacher forcing), so the "
+            "cells line up.")
 
 
 def render(page: Page) -> None:
@@ -111,7 +112,7 @@ def other_checkpoint(page: Page, mode: str, kind: str, layer: int, head: int | N
         return None
     b = page.forced(checkpoint=name_b).head(kind, layer, head)
     aside(f"B ({plain(name_b)}) reads the same source and, teacher-forced, the same decoder input as A "
-          f"({plain(page.name)}).")
+          f"({plain(page.name)}): {plain(page.decoder_reads())}.")
     return (a[0], f"{page.name} {a[1]}"), (b, f"{name_b} {head_label(layer, head)}")
 
 
@@ -167,7 +168,7 @@ def two_inputs(page: Page, kind: str, layer: int, head: int | None) -> None:
         st.info(f"Input B: {error}")
         return
     aside(f"A: {plain(page.text)} → {plain(a.text)}  \nB: {plain(text_b)} → {plain(b.text)}  \n"
-          f"(each the model's own output, {page.output_how()})")
+          f"(each: {plain(page.output_name())})")
     attention = a.attention.of(kind)
     sides = (attention.query_side, attention.key_side)
     title = head_title(kind, layer, head)

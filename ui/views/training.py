@@ -5,6 +5,7 @@ import streamlit as st
 
 import viz
 from ui.analysis import Unavailable
+from ui.literal_text import plain
 from ui.page import Page
 from ui.shared import once
 from ui.state import FINAL, settle
@@ -47,15 +48,17 @@ def render(page: Page) -> None:
     kind, layer, head = head_picker(page, row=row)
     words = word_switch(row)
     try:
-        at_snapshot = page.translation(beam_size=1, snapshot=snapshot)
+        # Decoded as the headline's output: at the final weights it is that output, whose pieces the rows spell.
+        at_snapshot = page.translation(snapshot=snapshot)
         forming = [(page.snapshot_label(name), page.forced(snapshot=name).head(kind, layer, head))
                    for name in snapshots]
     except Unavailable as error:
         st.error("A training snapshot of this checkpoint could not be loaded.")
         st.code(str(error), language=None)
         return
+    named = page.output_name(snapshot=snapshot)
     if not page.lecture:  # on a projector, one line of plain text under the figure
-        st.markdown(f"**Output at {page.snapshot_label(snapshot)}** (greedy)")
+        st.markdown(f"**{plain(named)}**")
         model_output(at_snapshot.text)
     current = shown(page, kind, dict(forming)[page.snapshot_label(snapshot)], words)
     forming = [(label, shown(page, kind, weights, words).weights) for label, weights in forming]
@@ -64,12 +67,15 @@ def render(page: Page) -> None:
                            blocked=current.blocked, title=f"{title} at {page.snapshot_label(snapshot)}",
                            theme=page.theme), "training-head")
     if page.lecture:
-        st.text(f"Output at {page.snapshot_label(snapshot)} (greedy): {at_snapshot.text}")
+        st.text(f"{named}: {at_snapshot.text}")
+    attention = page.analysis.attention.of(kind)
+    if "tgt" in (attention.query_side, attention.key_side):  # its rows or columns are the decoder's pieces
+        st.caption(f"The decoder's pieces: {plain(page.decoder_reads())}, which every snapshot reads (teacher "
+                   "forcing), so the cells line up.")
     produces_caption(current)
     show_figure(page, once(viz.snapshots_figure, forming, current.q_labels, current.k_labels, blocked=current.blocked,
                            columns=SNAPSHOT_COLUMNS, title=f"{title} across training",
                            theme=page.theme), "training-snapshots")
-    st.caption(f"Every snapshot reads {page.decoder_reads()} (teacher forcing), so the cells line up.")
     if page.lecture:
         show_figure(page, loss, "loss-curve")
 
