@@ -18,6 +18,7 @@ from helpers import LOADABLE, ROOT
 from transformer import corpus as corpus_command
 from transformer import load_checkpoint
 from transformer.analysis import corpus_summary as summaries
+from transformer.analysis.corpus_sample import SAMPLE_FILE
 from transformer.analysis.head_map import match_heads
 from transformer.analysis.qk_space import nearest_keys
 from transformer.io.disk_cache import DiskCache
@@ -68,7 +69,8 @@ def test_the_map_is_the_librarys_on_the_same_inputs(opened, expected):
     _, summary = expected
     frame = summary.map()
     drawn = sorted(point for trace in figure(opened)["data"] if trace.get("customdata")
-                   and trace.get("legendgroup") != "roles" for point in points(trace))  # not the roles' rings
+                   and trace.get("legendgroup") not in ("roles", "chosen")  # not the rings, nor the chosen's square
+                   for point in points(trace))
     assert drawn == sorted((kind, int(layer), int(head), round(x, 5), round(y, 5))
                            for kind, layer, head, x, y in frame[["kind", "layer", "head", "x", "y"]].itertuples(
                                index=False))
@@ -99,7 +101,7 @@ def test_the_neurons_table_is_the_librarys(opened, expected):
     _, summary = expected
     opened.session_state["corpus_part"] = "neurons"
     at = ok(opened.run())
-    at.number_input(key="corpus_neuron").set_value(7).run()
+    at.selectbox(key="corpus_neuron").set_value(7).run()
     shown = ok(at).dataframe[0].value
     expected = viz.neuron_examples_table(summary.neuron_examples(("encoder", 0), 7)).drop(columns="neuron")
     pd.testing.assert_frame_equal(shown.reset_index(drop=True), expected, check_exact=False, rtol=1e-5)
@@ -140,7 +142,8 @@ def test_the_cache_command_writes_what_the_app_opens_at_once(app, cache, app_che
 
 def test_a_corpus_not_on_this_server_is_named_and_ones_own_summary_is_used(app, cache, tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    shutil.copytree(ROOT / "checkpoints" / "eng-fra", root / "eng-fra", ignore=shutil.ignore_patterns("snapshots"))
+    shutil.copytree(ROOT / "checkpoints" / "eng-fra", root / "eng-fra",
+                    ignore=shutil.ignore_patterns("snapshots", SAMPLE_FILE))  # no sample of its own either
     card = json.loads((root / "eng-fra" / "card.json").read_text())
     card["training"].update(data=["tatoeba=/nowhere/eng-fra.tsv"], dev_data=[])
     card["snapshots"] = []
@@ -167,3 +170,49 @@ def test_a_t_sne_picture_is_computed_once_and_kept(opened, cache, monkeypatch):
     monkeypatch.setattr(summaries, "projected", lambda *a, **k: pytest.fail("the t-SNE picture was computed again"))
     at = ok(at.run())
     assert figure(at)["data"][0]["x"] == drawn["data"][0]["x"]
+
+
+def test_the_neurons_open_on_the_strongest_and_can_be_ordered_by_selectivity(opened, expected):
+    _, summary = expected
+    opened.session_state["corpus_part"] = "neurons"
+    at = ok(opened.run())
+    layer = next(iter(summary.neurons))
+    strongest = summary.neuron_order(layer, "strongest")
+    assert at.selectbox(key="corpus_neuron").value == strongest["neuron"].iloc[0]
+    assert strongest["strongest"].is_monotonic_decreasing
+    assert any("strongest first" in caption.value for caption in at.caption)
+    at.segmented_control(key="neuron_order").set_value("selective").run()
+    selective = summary.neuron_order(layer, "selective")
+    options = ok(at).selectbox(key="corpus_neuron").options  # "17 · 3.21 · 1 token, top 'la'"
+    assert [int(option.split(" · ")[0]) for option in options] == list(selective["neuron"])
+    assert selective["tokens"].is_monotonic_increasing
+    assert any("most selective first" in caption.value for caption in at.caption)
+
+
+SHIPPED = ("reverse", "reverse-1layer", "dates", "induction", "eng-fra", "english-lm")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("lecture", ["", "1"])
+def test_every_shipped_checkpoint_shows_all_four_parts_on_a_fresh_clone(name, lecture, cache, tmp_path,
+                                                                        monkeypatch):
+    """A fresh clone has no ../shared/data: the cards' corpus paths lead nowhere from its folder. Each shipped
+    checkpoint still reads its inputs (its own sample, or its task's generator) and shows the map (every head
+    named), queries and keys, matched heads and neurons."""
+    (tmp_path / "clone").mkdir()
+    monkeypatch.chdir(tmp_path / "clone")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=240)
+    at.query_params.update(checkpoint=name, view="corpus", summary_count="20", lecture=lecture)
+    at = ok(at.run())
+    assert not at.info, [info.value for info in at.info]  # nothing "not on this server"
+    at.button(key="summary-run").click().run()
+    drawn = figure(ok(at))
+    heads = {tuple(data) for trace in drawn["data"] if trace.get("legendgroup") not in ("roles", "chosen")
+             for data in trace.get("customdata") or []}
+    assert len(drawn["layout"]["annotations"]) == len(heads) > 0  # each head named on the map
+    assert "near = alike" in drawn["layout"]["xaxis"]["title"]["text"]
+    for part in ("qk", "match", "neurons"):
+        at.session_state["corpus_part"] = part
+        at = ok(at.run())
+        assert at.get("plotly_chart") or at.dataframe, part

@@ -30,7 +30,9 @@ from transformer.analysis.head_map import (
     match_heads,
     roles_no_head_reaches,
 )
+from viz import Theme
 from viz.head_map import head_map_figure, head_matching_figure
+from viz.layout import text_px
 
 CHECKPOINTS = Path(__file__).parents[1] / "checkpoints"
 
@@ -256,22 +258,58 @@ def test_matching_a_checkpoint_against_itself_and_refusals(reverse, induction):
 # ----------------------------------------------------------------------------- figures
 
 def test_head_map_figure(reverse_map):
-    fig = head_map_figure(reverse_map, title="<b>heads")
-    layers = [trace for trace in fig.data if trace.customdata is not None and trace.legendgroup != "roles"]
+    chosen = ("decoder.cross_attn", 1, 0)
+    fig = head_map_figure(reverse_map, title="<b>heads", chosen=chosen)
+    layers = [trace for trace in fig.data if trace.customdata is not None and trace.legendgroup not in ("roles",
+                                                                                                        "chosen")]
     assert sum(len(trace.x) for trace in layers) == len(reverse_map)
     for trace in fig.data:
         for (kind, layer, head), x in zip(trace.customdata or (), trace.x):
             row = reverse_map[(reverse_map["kind"] == kind) & (reverse_map["layer"] == layer)
                               & (reverse_map["head"] == head)].iloc[0]
             assert x == pytest.approx(row["x"])
-            if trace.legendgroup == "roles":  # a ring round each head of that role, named in the legend
+            if trace.legendgroup == "roles":  # a ring round each head of that role
                 assert trace.name == row["role"]
     rings = {trace.name: len(trace.x) for trace in fig.data if trace.legendgroup == "roles"}
     assert rings == reverse_map[reverse_map["role"] != ""]["role"].value_counts().to_dict()
     assert "previous-token" in rings
-    assert not any(trace.text for trace in fig.data)  # no names beside points: close heads' would pile up
-    assert fig.layout.yaxis.scaleanchor == "x" and fig.layout.xaxis.showticklabels is False
+    # Every head named on the map at its point ("L1 H0"), its role after its name, the chosen head's in bold.
+    names = [(note.x, note.y, note.text) for note in fig.layout.annotations]
+    assert len(names) == len(reverse_map)
+    for row in reverse_map.itertuples(index=False):
+        name = next(text for x, y, text in names if x == pytest.approx(row.x) and y == pytest.approx(row.y))
+        plain = name.replace("<b>", "").replace("</b>", "")
+        assert plain == f"L{row.layer} H{row.head}" + (f" {row.role}" if row.role else "")
+        assert (name != plain) == ((row.kind, row.layer, row.head) == chosen)
+    square = [trace for trace in fig.data if trace.legendgroup == "chosen"]
+    assert len(square) == 1 and list(square[0].customdata[0]) == list(chosen) and "L1 H0" in square[0].name
+    assert "near = alike" in fig.layout.xaxis.title.text and fig.layout.xaxis.showticklabels is False
     assert fig.layout.title.text == "&lt;b&gt;heads"
+    # One scale on both axes, and every name inside the plot.
+    height = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    width = 800 - fig.layout.margin.l - fig.layout.margin.r
+    x_range, y_range = fig.layout.xaxis.range, fig.layout.yaxis.range
+    assert (x_range[1] - x_range[0]) / width == pytest.approx((y_range[1] - y_range[0]) / height)
+    assert not [trace for trace in head_map_figure(reverse_map, chosen=("encoder.self_attn", 9, 9)).data
+                if trace.legendgroup == "chosen"]  # a head the map has not: nothing marked
+
+
+def test_head_map_names_stand_apart_in_a_cluster():
+    """Heads that attend alike lie on one spot: their names move out along lines rather than pile up."""
+    frame = pd.DataFrame({"kind": ["decoder.self_attn"] * 12, "layer": [i // 4 for i in range(12)],
+                          "head": [i % 4 for i in range(12)], "x": [0.0] * 6 + [1e-3 * i for i in range(6)],
+                          "y": [1e-3 * i for i in range(6)] + [0.0] * 6, "role": ["first-token"] * 12})
+    frame.loc[11, ["x", "y"]] = [1.0, 1.0]  # one head far away: the cluster is small on the map
+    for theme in (Theme(width=800), Theme(large=True, width=880, height=600)):
+        fig = head_map_figure(frame, theme=theme)
+        font = fig.layout.annotations[0].font.size
+        boxes = [(note.ax - text_px(note.text, font) / 2, note.ay - font * 0.65,
+                  note.ax + text_px(note.text, font) / 2, note.ay + font * 0.65)
+                 for note in fig.layout.annotations[:11]]  # relative to one spot: the cluster's heads
+        overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                       if min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1]
+        assert not overlapping, overlapping
+
 
     odd = pd.DataFrame({"kind": ["<b>", "decoder.self_attn"], "layer": [0, 1], "head": [2, 0], "x": [0.0, 1.0],
                         "y": [0.0, 1.0], "role": ["<b>", ""], "previous_share": [np.nan, 0.5]})

@@ -49,7 +49,12 @@ SENTENCES = 200  # read by default: about a second for eng-fra
 MAX_SENTENCES = 1000  # the app's limit (about 10 s for eng-fra on two cores)
 PICTURE_SENTENCES = 200  # queries and keys pictured per head (thousands of points: drawn in a second)
 PICTURE_BYTES = 256 * 2**20  # the query and key vectors of every head held at once before projection
-TSNE_POINTS = 4000  # a t-SNE picture's points (scikit-learn's t-SNE: about 15 s on two cores)
+TSNE_POINTS = 1500  # a t-SNE picture's points (4,000 took 29 s on a busy two-core machine; this, under 10 s)
+MATCH_SENTENCES = 200  # pairs heads are matched on (and followed through snapshots): eng-fra's head followed through
+# its 4 snapshots took 31 s on 1,000 pairs of a busy two-core machine, and about a fifth of that on 200
+# A summary's seconds per input, at most, for the shipped checkpoints (what the view promises): eng-fra's 1,000 inputs
+# took 40.5 s and its 200 8.1 s on a busy two-core machine (benchmarks/corpus.py), every other checkpoint's less.
+SECONDS_PER_INPUT = 0.04
 TOP_EXAMPLES = 10  # per neuron
 CONTEXT = 3  # pieces either side of a neuron's token
 MAX_DIVERGENCE = math.log(2)
@@ -90,8 +95,28 @@ class CorpusSummary:
         tops = self.neurons[layer]
         return _with_context(tops[tops["neuron"] == neuron], self.pieces["src" if layer[0] == "encoder" else "tgt"])
 
+    def neuron_order(self, layer: Layer, by: str) -> pd.DataFrame:
+        """The layer's neurons, the most worth a look first (NEURON_ORDERS), one row each: neuron, strongest (its
+        highest activation), tokens (how many distinct pieces its top examples are), top (its highest example's
+        piece). Ties: the lower neuron first."""
+        if by not in NEURON_ORDERS:
+            raise ValueError(f"unknown order {by!r}; choose from {list(NEURON_ORDERS)}")
+        tops = self.neurons[layer]
+        pieces = self.pieces["src" if layer[0] == "encoder" else "tgt"]
+        texts = [pieces[int(s)][int(p)] for s, p in zip(tops["sentence"], tops["position"])]
+        grouped = tops.assign(piece=texts).sort_values(["neuron", "rank"]).groupby("neuron", sort=True)
+        table = pd.DataFrame({"strongest": grouped["activation"].max(), "tokens": grouped["piece"].nunique(),
+                              "top": grouped["piece"].first()}).reset_index()
+        keys = ["strongest"] if by == "strongest" else ["tokens", "strongest"]
+        ascending = [False] if by == "strongest" else [True, False]
+        return table.sort_values([*keys, "neuron"], ascending=[*ascending, True], kind="stable").reset_index(drop=True)
+
 
 NEURON_NUMBERS = ["neuron", "rank", "activation", "sentence", "position"]
+# CorpusSummary.neuron_order's orders: what each puts first, in words a view can show.
+NEURON_ORDERS = {"strongest": "strongest first (its highest activation over the inputs)",
+                 "selective": f"most selective first (fewest distinct tokens among its top {TOP_EXAMPLES}, then "
+                              "strongest)"}
 
 
 def ffn_layers(checkpoint: Checkpoint) -> list[Layer]:
@@ -388,16 +413,17 @@ def _table(cache: DiskCache, key: str, build: Callable[[], pd.DataFrame]) -> pd.
 def matched_heads(checkpoint: Checkpoint, other: Checkpoint | Transformer, summary: CorpusSummary, *,
                   cache: DiskCache | None = None, turn: Turn = nullcontext) -> pd.DataFrame:
     """head_map.match_heads of the checkpoint and another of one vocabulary and shape (or a model, such as one of its
-    training snapshots) on the summary's pairs, cached."""
+    training snapshots) on the summary's first MATCH_SENTENCES pairs, cached."""
     key = key_of("match", FORMAT, summary.key, model_digest(other.model if isinstance(other, Checkpoint) else other))
     return _table(cache or DiskCache(), key,
-                  lambda: match_heads(checkpoint, other, summary.pairs, turn=turn))
+                  lambda: match_heads(checkpoint, other, summary.pairs[:MATCH_SENTENCES], turn=turn))
 
 
 def followed_head(checkpoint: Checkpoint, summary: CorpusSummary, head: Head, *, cache: DiskCache | None = None,
                   turn: Turn = nullcontext) -> pd.DataFrame:
-    """head_map.follow_head of one head through the checkpoint's snapshots on the summary's pairs, cached (the
-    snapshots' names and steps are in the key: a new snapshot makes a new entry)."""
+    """head_map.follow_head of one head through the checkpoint's snapshots on the summary's first MATCH_SENTENCES
+    pairs, cached (the snapshots' names and steps are in the key: a new snapshot makes a new entry)."""
     snapshots = [[snapshot["name"], snapshot.get("step")] for snapshot in checkpoint.card.snapshots]
     key = key_of("follow", FORMAT, summary.key, list(head), snapshots)
-    return _table(cache or DiskCache(), key, lambda: follow_head(checkpoint, *head, summary.pairs, turn=turn))
+    return _table(cache or DiskCache(), key,
+                  lambda: follow_head(checkpoint, *head, summary.pairs[:MATCH_SENTENCES], turn=turn))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
+from transformer.analysis.corpus_summary import MATCH_SENTENCES, NEURON_ORDERS, SECONDS_PER_INPUT, TSNE_POINTS
 from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.shared import once
@@ -19,6 +20,7 @@ PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched head
 PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
 COLOURS = {"position": "Position", "side": "Query or key", "token class": "Token class"}
 MAP_KEY, QK_KEY = "figure-head-map", "figure-queries-keys"
+ORDER_LABELS = {"strongest": "Strongest", "selective": "Most selective"}
 
 
 def corpus_inputs(page: Page, count: int | None = None) -> str:
@@ -31,6 +33,15 @@ def corpus_inputs(page: Page, count: int | None = None) -> str:
 def classed(frame):
     """The picture's points with each token's class (viz.token_class), to colour them by."""
     return frame.assign(**{"token class": [viz.token_class(piece) for piece in frame["piece"]]})
+
+
+def notice(page: Page, text: str, error: bool = False) -> None:
+    """A message about the view: a box on a laptop; in lecture mode a line beside the figure, whole (a projector's
+    message boxes show two lines)."""
+    if page.lecture:
+        aside(("⚠ " if error else "") + text)
+    else:
+        (st.error if error else st.info)(text)
 
 
 def open_head(kind: str, layer: int, head: int) -> None:
@@ -71,21 +82,22 @@ def render(page: Page) -> None:
     if unavailable and not on_disk:
         own = (f" `python -m transformer.corpus cache CHECKPOINT --count {count} --data CORPUS` reads a corpus of your "
                "own into this server's cache (docs/methods.md).") if page.card.task in ("translate", "lm") else ""
-        st.info(f"Not on this server: {unavailable}.{own}")
+        notice(page, f"Not on this server: {unavailable}.{own}")
         return
     asked = st.session_state.get("summary_asked") == (page.path, page.version, count)
     if not asked and not on_disk:
         row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
                    args=("summary_asked", (page.path, page.version, count)))
-        st.caption(f"Reads {corpus_inputs(page, count)} once (seconds; kept on this server for every "
-                   "session), then draws every head's place on a map, each head's queries and keys, heads matched "
-                   "across checkpoints and snapshots, and neurons' top examples.")
+        st.caption(f"Reads {corpus_inputs(page, count)} once (about {max(1, round(count * SECONDS_PER_INPUT))} s "
+                   "or less on two cores, a bar showing how far it has got; kept on this server for every session), "
+                   "then draws every head's place on a map, each head's queries and keys, heads matched across "
+                   "checkpoints and snapshots, and neurons' top examples.")
         return
     bar = st.empty()
     found = page.summary(count, lambda done: bar.progress(done, text=f"Reading {count} inputs…"))
     bar.empty()
     if found.error:
-        st.error(found.error)
+        notice(page, found.error, error=True)
         return
     summary = found.summary
     {"map": head_map, "qk": queries_keys, "match": matched, "neurons": neurons}[part](page, count, summary)
@@ -93,8 +105,9 @@ def render(page: Page) -> None:
 
 def head_map(page: Page, count: int, summary) -> None:
     frame = page.head_map(count)
+    chosen = tuple(st.session_state.get(key) for key in ("kind", "layer", "head"))  # the head the other views show
     fig = once(viz.head_map_figure, frame, title=f"Every head of {page.name}, over {len(summary.pairs)} inputs",
-               theme=page.theme)
+               theme=page.theme, chosen=chosen if None not in chosen else None)
     show_figure(page, fig, "head-map", key=MAP_KEY, on_select=open_clicked_head, selection_mode="points")
     missing = frame.attrs["roles_no_head_reaches"]
     if missing:  # a pattern a class may look for, said to be absent rather than drawn on a head that falls short
@@ -114,7 +127,8 @@ def queries_keys(page: Page, count: int, summary) -> None:
     row = controls("queries-keys-picture")  # a row of its own: beside the head picker it would cut the last head
     method = draw(row.segmented_control, "Projection", "projection", list(PROJECTIONS), format_func=PROJECTIONS.get,
                   required=True, persist_state="session", help="PCA: the two directions of most variance, instant. "
-                  "t-SNE (scikit-learn): keeps each point's neighbours, computed once per head (seconds).")
+                  f"t-SNE (scikit-learn): keeps each point's neighbours; at most {TSNE_POINTS:,} points, computed once "
+                  "per head (under 10 s).")
     colour = draw(row.segmented_control, "Colour", "qk_colour", list(COLOURS), format_func=COLOURS.get,
                   required=True, persist_state="session")
     frame, share = page.queries_keys(count, (kind, layer, head), method)
@@ -138,8 +152,8 @@ def matched(page: Page, count: int, summary) -> None:
     others = page.comparable_checkpoints()
     options = (["snapshots"] if page.snapshot_names else []) + others
     if not options:
-        st.info(f"{page.name} has no training snapshots and no other checkpoint here reads its vocabulary: there is "
-                "nothing to match its heads with.")
+        notice(page, f"{page.name} has no training snapshots and no other checkpoint here reads its vocabulary: "
+               "there is nothing to match its heads with.")
         return
     settle("match_with", options, options[0])
     against = row.selectbox("Match with", options, key="match_with",
@@ -153,7 +167,7 @@ def matched(page: Page, count: int, summary) -> None:
         try:
             table, names = page.matched_heads(count, against), (page.name, against)
         except ValueError as error:  # another shape: its heads cannot be matched one-to-one
-            st.info(str(error))
+            notice(page, str(error))
             return
         followed = head_picker(page, layer=False, row=controls("follow")) if page.lecture else None
     title = f"Heads of {names[0]} matched to {names[1]}"
@@ -162,7 +176,8 @@ def matched(page: Page, count: int, summary) -> None:
         table, title = table[table["kind"] == kind], f"{KIND_LABELS[kind]} heads of {names[0]} matched to {names[1]}"
     fig = once(viz.head_matching_figure, table, names=names, title=title, theme=page.theme)
     show_figure(page, fig, "head-matching")
-    aside("Each head matched to the one of the other model that attends most alike on the same inputs (one-to-one "
+    aside(f"Each head matched to the one of the other model that attends most alike on the same inputs (the first "
+          f"{min(count, MATCH_SENTENCES)}; one-to-one "
           "within each kind, least summed Jensen-Shannon divergence); the more alike, the darker the line.")
     if against == "snapshots":
         follow(page, count, followed)
@@ -192,14 +207,23 @@ def neurons(page: Page, count: int, summary) -> None:
     settle("neuron_layer", range(len(layers)), 0)
     index = row.selectbox("Layer", range(len(layers)), key="neuron_layer",
                           format_func=lambda i: f"{layers[i][0]} layer {layers[i][1]}")
-    neuron = int(row.number_input("Neuron", min_value=0, max_value=page.config.d_ff - 1, value=0,
-                                  key="corpus_neuron"))
+    by = draw(row.segmented_control, "Order", "neuron_order", list(NEURON_ORDERS), "strongest", required=True,
+              persist_state="session", format_func=lambda o: ORDER_LABELS[o],
+              help="; ".join(f"{ORDER_LABELS[o]}: {NEURON_ORDERS[o]}" for o in NEURON_ORDERS))
+    order = once(summary.neuron_order, layers[index], by)
+    labels = {int(n): f"{n} · {strongest:.2f} · {tokens} token{'s' if tokens > 1 else ''}, top {top!r}"
+              for n, strongest, tokens, top in order.itertuples(index=False)}
+    settle("corpus_neuron", list(labels), int(order["neuron"].iloc[0]))
+    neuron = int(row.selectbox(f"Neuron, {ORDER_LABELS[by].lower()}", list(labels), key="corpus_neuron",
+                               format_func=labels.get))
     table = viz.neuron_examples_table(page.neuron_examples(count, *layers[index], neuron)).drop(columns="neuron")
     st.dataframe(table, hide_index=True, key="neuron-examples", height=table_height(page),
                  column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
-    aside(f"The tokens of {len(summary.pairs)} inputs on which neuron {neuron} of the {layers[index][0]}'s layer "
-          f"{layers[index][1]} feed-forward network fires most (after its activation function), each in its "
-          "sentence. The Inside view shows the same neurons on this page's input.")
+    rank = list(labels).index(neuron) + 1
+    aside(f"Neuron {neuron} of the {layers[index][0]}'s layer {layers[index][1]} feed-forward network, "
+          f"{rank} of {len(labels)} {NEURON_ORDERS[by]}: the tokens of {len(summary.pairs)} inputs on which it fires "
+          "most (after its activation function), each in its sentence. The Inside view shows the same neurons on "
+          "this page's input.")
 
 
 VIEW = View("corpus", "Across inputs", render)
