@@ -948,12 +948,16 @@ def test_lecture_mode_shows_one_kind_and_one_panel_of_the_masks_and_of_patching(
     at = ok(app(view="patching", text="patch3", corrupt="patch4", patch_position="1", lecture="1"))
     result, _ = transformer.analysis.patching.patch_texts(transformer.load_checkpoint(app_checkpoints / LOADABLE[0]),
                                                           "patch3", "patch4", 1)
-    heads = panels(at, 0)  # the heads row first
-    assert len(heads) == len(result.heads)
+    heads = panels(at, 0)  # the heads row first, alone: the logit lens is the picker's last panel
+    assert len(heads) == len(result.heads) and len(charts(at)) == 1
     np.testing.assert_allclose(heads[0], result.heads["encoder.self_attn"], atol=1e-6)
+    assert at.segmented_control(key="panel").options == ["heads", "encoder positions", "decoder positions",
+                                                         "logit lens"]
     at = ok(at.segmented_control(key="panel").set_value(2).run())
     (decoder,) = panels(at, 0)
     np.testing.assert_allclose(decoder, result.positions["decoder"], atol=1e-6)
+    at = ok(at.segmented_control(key="panel").set_value(3).run())
+    assert len(charts(at)) == 1 and figure(at)["layout"]["title"]["text"].startswith("Logit lens")
 
 
 def test_compare_draws_a_minus_b_of_two_layers(app, reverse_checkpoints, monkeypatch):

@@ -1,5 +1,6 @@
-"""Inside a head's figures on a projector: each shrinks its font, never below 12 px, until the figure fits the
-screen's height (and, with panels of a fixed width, its width); on a laptop (no height) they keep the mode's font."""
+"""Inside a head's figures on a projector: each closes its rows up to a line of text and shrinks its font, never below
+12 px, until the figure fits the screen's height (and, with panels of a fixed width, its width); on a laptop (no
+height) they keep the mode's font."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,3 +44,12 @@ def test_without_a_height_the_modes_font_stays():
     for theme in (viz.Theme(), viz.Theme(large=True, width=860)):
         fig = vectors_figure(rows, labels(40), title="t", width=860, theme=theme)
         assert font_of(fig) == theme.font_size
+
+
+def test_a_projectors_sixty_one_rows_close_up_before_their_font_shrinks_below_twelve():
+    """A 60-piece input's keys and the query on a 1920 x 1080 projector (the figure column, ui.screen.figure_space):
+    rows 1.5 fonts apart would pass its height even at 12 px; closer, they fit at 12 px or more."""
+    projector = viz.Theme(large=True, width=1339, height=1068)
+    fig = vectors_figure(np.ones((61, 64)), labels(61), title="1 · q and every k", width=1339,
+                         heading="64 numbers each", theme=projector)
+    assert fig.layout.height <= projector.height and font_of(fig) >= 12

@@ -20,6 +20,7 @@ from .layout import COLOUR_BAR_PX, LINE_EM, axis_domain, colour_bar_px, text_px,
 from .theme import DIVERGING, Theme, colour_stops, themed
 
 ROW_EM = 1.5  # height of a row of tokens, in font sizes
+CLOSE_ROW_EM = 1.2  # on a projector, rows close up to this (a line of text) before the font shrinks
 CELL_EM = 1.2  # widest a vector's cell gets, in font sizes: short vectors stay small
 BAR_PANEL_EM = 11  # width of a bar panel, in font sizes (room for the bar and its value)
 GAP_EM = 1.5  # between panels
@@ -92,13 +93,15 @@ def _fitted(theme: Theme, layout_of: Callable[[Theme], dict]) -> Theme:
 def _frame(theme: Theme, labels, title: str, panel_widths: list[float], colour_bar: bool) -> tuple[dict, list]:
     """Layout of panels side by side (pixels), the labels left of the first, and each panel's x domain."""
     font = theme.font_size
-    row_px = ROW_EM * font
     left = 8 + widest_px([safe_label(label) for label in labels], font) + 12
     right = (colour_bar_px(theme) if colour_bar else 0) + 12
     gap = GAP_EM * font
     plot_w = sum(panel_widths) + gap * (len(panel_widths) - 1)
     top = LINE_EM * theme.title_size + 16 + LINE_EM * font + 6  # the title, then the panels' titles
     bottom = LINE_EM * font + 18  # dimension ticks / bar values
+    row_px = ROW_EM * font
+    if theme.height is not None:  # rows take the height there is, down to CLOSE_ROW_EM (1 px spare for rounding)
+        row_px = max(min(row_px, (theme.height - top - bottom - 1) / len(labels)), CLOSE_ROW_EM * font)
     domains, x = [], 0.0
     for panel in panel_widths:
         domains.append(axis_domain(x, x + panel, plot_w))

@@ -6,8 +6,10 @@ import numpy as np
 import streamlit as st
 
 import viz
+from transformer.analysis.lens import SUBLAYERS
 from ui.literal_text import plain
 from ui.page import Page
+from ui.passes import Lens
 from ui.shared import once
 from ui.state import MAX_INPUT_CHARS, settle
 from ui.view import View
@@ -38,35 +40,46 @@ def render(page: Page) -> None:
                              persist_state="session", format_func=lambda t: f"{t}: {viz.piece_text(outputs[t])}",
                              width=240, **compact)
     patched = None if corrupted.strip() == page.text.strip() else page.patched(corrupted, position)
+    note = controls("patching-note") if page.lecture else st  # lecture mode: beside the figure, which keeps the height
+    with_lens = True
     if patched is None:  # every effect is 0 up to rounding: a scale over noise would mislead, so nothing is run
-        st.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
+        note.info("Edit one word of the input in the box above: patching a run into itself changes nothing.", icon="✏️")
     elif patched.error:
-        st.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
+        note.warning(f"These two inputs cannot be patched: {patched.error}", icon="✂️")
     else:
         aside(f"log p({plain(viz.piece_text(outputs[position]))}) at output {position}: clean "
               f"{patched.clean_log_prob:.3f}, corrupted {patched.corrupted_log_prob:.3f}")
         heads, positions = dict(patched.heads), dict(patched.positions)
-        title = f"Patching the clean run into the corrupted one · output {position}"
         rows = ["heads", *(f"{stack} positions" for stack in positions)]
-        only = panel_picker(page, rows, 0)  # a projector: one row at a time
-        if only is not None:
-            title = f"Patching · output {position} · {rows[only]}"
-            heads, positions = (heads, {}) if only == 0 else ({}, {stack: table for index, (stack, table)
-                                                                   in enumerate(positions.items(), start=1)
-                                                                   if index == only})
-        fig = once(viz.patching_figure, heads, positions,
-                   {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)}, title=title,
-                   theme=page.theme)
-        show_figure(page, fig, "patching")
-        st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that layer's "
-                   "residual stream at that position (bottom) is taken from the clean run, minus the corrupted "
-                   "run's. Positive: this part carries what the edit changed.")
+        # A projector shows one figure at a time: a row of the patching figure, or the logit lens (None: all).
+        only = panel_picker(page, [*rows, "logit lens"], 0)
+        with_lens = only in (None, len(rows))
+        if only != len(rows):
+            title = f"Patching the clean run into the corrupted one · output {position}"
+            if only is not None:
+                title = f"Patching · output {position} · {rows[only]}"
+                heads, positions = (heads, {}) if only == 0 else ({}, {stack: table for index, (stack, table)
+                                                                       in enumerate(positions.items(), start=1)
+                                                                       if index == only})
+            fig = once(viz.patching_figure, heads, positions,
+                       {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)}, title=title,
+                       theme=page.theme)
+            show_figure(page, fig, "patching")
+            st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that "
+                       "layer's residual stream at that position (bottom) is taken from the clean run, minus the "
+                       "corrupted run's. Positive: this part carries what the edit changed.")
+    if with_lens:
+        show_lens(page, lens)
+
+def show_lens(page: Page, lens: Lens) -> None:
+    """The logit lens and its caption. On a projector too narrow for a column per sublayer, a column per layer
+    (the residual stream after it)."""
     pieces = np.array(lens.top_pieces, dtype=object)
+    layer_ends = range(len(SUBLAYERS) - 1, len(lens.stages), len(SUBLAYERS))
     show_figure(page, once(viz.logit_lens_figure, list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
-                           theme=page.theme), "logit-lens")
+                           layer_ends=list(layer_ends), theme=page.theme), "logit-lens")
     st.caption("Logit lens: each decoder sublayer's residual stream through the final norm and the output projection. "
                f"The last stage, “{lens.stages[-1]}”, is the model's own prediction.")
-
 
 VIEW = View("patching", "Patching", render, needs=("decoder.cross_attn",),
             needs_why="patches an edited source into a translation, through the decoder's cross-attention")
