@@ -2,6 +2,8 @@
 Plain helpers live in helpers.py."""
 from __future__ import annotations
 
+import fcntl
+import functools
 import hashlib
 import inspect
 import os
@@ -48,48 +50,87 @@ def short_reverse_pairs(task: str, n: int, seed: int) -> list[tuple[str, str]]:
     return [(text, text[::-1]) for text in texts]
 
 
+@functools.cache  # once per process: the library this run imported, whatever is edited while it runs
 def recipe_key(name: str) -> str:
-    """What a cached test checkpoint depends on: the recipe, the library's code and torch's version."""
+    """What a cached test checkpoint depends on: the recipe, every file of the library (the code that trains, saves
+    and loads it, and the schemas its files are checked against), the stand-in data and torch's version."""
     digest = hashlib.sha256(repr((TINY_TRAINING, TINY_STEPS, TINY_LENGTHS, TINY_VARIANTS[name], torch.__version__,
                                   inspect.getsource(short_reverse_pairs))).encode())
-    for source in sorted((ROOT / "transformer").glob("*.py")):
-        digest.update(source.read_bytes())
+    for source in sorted(path for path in (ROOT / "transformer").rglob("*") if path.suffix in (".py", ".json")):
+        digest.update(str(source.relative_to(ROOT)).encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def trained_checkpoint(name: str) -> Path:
-    """The test checkpoint `name`, trained once per recipe (about 15 s on one core) and cached under the temporary
-    folder; a folder appears there only complete (trained beside it, then renamed)."""
+def trained_checkpoint(name: str, wait: bool = True) -> Path | None:
+    """The test checkpoint `name`, trained once per recipe (about 15 s on a quiet core) and cached under the temporary
+    folder. One process at a time trains a recipe, holding a lock file beside it; the others wait for it, or with
+    `wait` False get None at once. A folder appears there only complete (trained beside it, then renamed)."""
     folder = CACHE / recipe_key(name) / name
-    if not (folder / "card.json").exists():
-        from transformer.training import train
+    if (folder / "card.json").exists():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{name}.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            return None
+        if not (folder / "card.json").exists():  # not trained while this process waited for the lock
+            train_into(folder, name)
+    return folder
 
-        CACHE.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix="training-", dir=CACHE)) / name
+
+def train_into(folder: Path, name: str) -> None:
+    from transformer.training import train
+
+    staging = Path(tempfile.mkdtemp(prefix="training-", dir=folder.parent))
+    try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(train, "generate", short_reverse_pairs)
-            train.main(TINY_TRAINING + ["--out", str(staging), "--steps", str(TINY_STEPS), "--shared-vocab",
+            train.main(TINY_TRAINING + ["--out", str(staging / name), "--steps", str(TINY_STEPS), "--shared-vocab",
                                         *TINY_VARIANTS[name]])
-        (staging / train.RESUME_FILE).unlink()
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            staging.rename(folder)
-        except OSError:  # another test run finished the same recipe first: its copy is as good
-            shutil.rmtree(staging.parent)
-    return folder
+        (staging / name / train.RESUME_FILE).unlink()
+        (staging / name).rename(folder)
+    finally:
+        shutil.rmtree(staging)
+
+
+# The fixture each test checkpoint is; a test that needs one has it in its fixture closure.
+CHECKPOINT_FIXTURES = {"tiny_checkpoint": LOADABLE[0], "tiny_twin": LOADABLE[1]}
+UNTRAINED: dict[str, Exception] = {}  # a test checkpoint whose training failed before the tests: why
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Train the test checkpoints the collected tests need before the first test runs: once, and not under
+    pytest-timeout's limit for one test (on a busy machine training takes minutes). Under xdist every worker
+    collects: each first trains the recipes no other process is training, then waits for the rest."""
+    if session.config.option.collectonly:
+        return
+    needed = sorted({name for item in session.items for fixture, name in CHECKPOINT_FIXTURES.items()
+                     if fixture in getattr(item, "fixturenames", ())})
+    for wait in (False, True):  # first the recipes no other process is training, then (waiting for them) the rest
+        for name in (name for name in needed if name not in UNTRAINED):
+            try:
+                trained_checkpoint(name, wait)
+            except Exception as error:  # its tests fail with it (ready_checkpoint); the others still run
+                UNTRAINED[name] = error
+
+
+def ready_checkpoint(name: str) -> Path:
+    if name in UNTRAINED:
+        raise RuntimeError(f"the test checkpoint {name} did not train") from UNTRAINED[name]
+    return trained_checkpoint(name)
 
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint() -> Path:
     """A 2-layer reverse checkpoint trained by the real training command that really reverses short strings."""
-    return trained_checkpoint(LOADABLE[0])
+    return ready_checkpoint(LOADABLE[0])
 
 
 @pytest.fixture(scope="session")
 def tiny_twin() -> Path:
     """The same recipe, pre-LN: the same vocabulary, different weights and heads, for comparing checkpoints."""
-    return trained_checkpoint(LOADABLE[1])
-
+    return ready_checkpoint(LOADABLE[1])
 
 
 @pytest.fixture(scope="module")

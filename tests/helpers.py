@@ -7,6 +7,7 @@ import base64
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,6 +88,19 @@ TINY_LENGTHS = (1, 6)  # the lengths of the strings the test checkpoints learn t
 # The twin changes one idea, pre-LN instead of post-LN: the same data and vocabulary (so the app can compare the two
 # on one sequence), other weights and heads.
 TINY_VARIANTS = {LOADABLE[0]: [], LOADABLE[1]: ["--norm-first"]}
+
+
+WAIT_S = 120  # bound on a wait for what a test's own threads do: generous, for a machine whose cores are busy
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    """Return as soon as condition() holds; fail the test, saying `what` it waited for, if it has not after
+    `timeout_s` (a busy machine gets there late, a broken program never)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout_s} s for {what}")
+        time.sleep(0.002)
 
 
 def run_together(worker: Callable[[int], object], count: int, timeout_s: float = 60) -> None:

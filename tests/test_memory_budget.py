@@ -8,10 +8,9 @@ import time
 
 import pytest
 
+from helpers import WAIT_S, wait_until
 from ui import memory, turns
 from ui.memory import MemoryBudget, ServerBusy, budget_bytes
-
-SETTLE_S = 0.3  # long enough for a thread that could go on to do so
 
 
 def in_thread(work) -> tuple[threading.Thread, dict]:
@@ -38,6 +37,11 @@ def test_a_pass_outside_a_rerun_gives_its_memory_back_when_it_ends():
     assert budget.in_use == 0 and budget.peak == 60
 
 
+def queued(budget: MemoryBudget, count: int) -> None:
+    """Wait until `count` passes wait for memory in `budget` (each has asked, none has gone on)."""
+    wait_until(lambda: len(budget._waiting) == count, f"{count} passes waiting for memory")
+
+
 def test_a_rerun_keeps_its_passes_memory_until_it_ends():
     budget = MemoryBudget(100)
     with budget.rerun():
@@ -57,17 +61,17 @@ def test_a_pass_that_does_not_fit_waits_for_a_rerun_to_end():
         with budget.rerun():
             with budget.held(70):
                 first_holds.set()
-            first_may_end.wait(10)
+            first_may_end.wait(WAIT_S)
         return time.monotonic()
 
     one, first_outcome = in_thread(first)
-    assert first_holds.wait(10)
+    assert first_holds.wait(WAIT_S)
     two, second = in_thread(lambda: budget.held(50).__enter__())
-    time.sleep(SETTLE_S)
+    queued(budget, 1)
     assert "at" not in second  # 70 + 50 > 100: it waits
     first_may_end.set()
-    one.join(10)
-    two.join(10)
+    one.join(WAIT_S)
+    two.join(WAIT_S)
     assert "error" not in second and second["at"] >= first_outcome["value"]
     assert budget.peak <= 100
 
@@ -79,7 +83,7 @@ def test_waiting_passes_are_served_oldest_click_first():
 
     def holder():
         with budget.held(100):
-            release.wait(10)
+            release.wait(WAIT_S)
 
     def waiter(name):
         def work():
@@ -88,15 +92,14 @@ def test_waiting_passes_are_served_oldest_click_first():
         return work
 
     threads = [in_thread(holder)[0]]
-    time.sleep(SETTLE_S)
-    for name in ("first", "second", "third"):
+    wait_until(lambda: budget.in_use == 100, "the holder's pass")
+    for count, name in enumerate(("first", "second", "third"), start=1):
         threads.append(in_thread(waiter(name))[0])
-        time.sleep(0.05)  # clicks arrive in this order
-    time.sleep(SETTLE_S)
+        queued(budget, count)  # clicks arrive in this order
     assert order == []
     release.set()
     for thread in threads:
-        thread.join(10)
+        thread.join(WAIT_S)
     assert order == ["first", "second", "third"]
 
 
@@ -106,18 +109,18 @@ def test_a_short_inputs_pass_that_fits_does_not_queue_behind_a_long_one():
 
     def holder():
         with budget.held(3000):
-            release.wait(10)
+            release.wait(WAIT_S)
 
     holding = in_thread(holder)[0]
-    time.sleep(SETTLE_S)
+    wait_until(lambda: budget.in_use == 3000, "the holder's pass")
     long, long_outcome = in_thread(lambda: budget.held(1000).__enter__())  # waits for the holder
-    time.sleep(SETTLE_S)
+    queued(budget, 1)
     short, short_outcome = in_thread(lambda: budget.held(100).__enter__())  # 3,100 fit: it goes at once
-    short.join(5)
+    short.join(WAIT_S)
     assert "at" in short_outcome and "at" not in long_outcome
     release.set()
     for thread in (holding, long):
-        thread.join(10)
+        thread.join(WAIT_S)
     assert "error" not in long_outcome and long_outcome["at"] > short_outcome["at"]
 
 
@@ -125,7 +128,7 @@ def test_after_its_wait_a_pass_is_refused_with_a_message():
     budget = MemoryBudget(100, wait_s=0.3)
     with budget.held(80):
         thread, outcome = in_thread(lambda: budget.held(30 * memory.MB).__enter__())
-        thread.join(10)
+        thread.join(WAIT_S)
     assert isinstance(outcome["error"], ServerBusy)
     message = str(outcome["error"])
     assert "busy" in message and "30 MB" in message and "shorter input" in message
@@ -148,7 +151,7 @@ def test_reruns_that_all_wait_for_more_do_not_block_each_other():
         with budget.rerun():
             with budget.held(50):
                 pass
-            both_hold.wait(10)
+            both_hold.wait(WAIT_S)
             with budget.held(40):
                 pass
         return True
@@ -156,7 +159,7 @@ def test_reruns_that_all_wait_for_more_do_not_block_each_other():
     started = time.monotonic()
     runs = [in_thread(page) for _ in range(2)]
     for thread, _ in runs:
-        thread.join(10)
+        thread.join(WAIT_S)
     assert all(outcome.get("value") for _, outcome in runs), [outcome.get("error") for _, outcome in runs]
     assert time.monotonic() - started < 4  # neither waited out its wait_s
     assert budget.in_use == 0
