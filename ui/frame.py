@@ -2,6 +2,8 @@
 drawn for every session by app.py."""
 from __future__ import annotations
 
+import string
+
 import streamlit as st
 
 from . import passes, screen, state, turns, widgets
@@ -12,18 +14,24 @@ from .widgets import folded
 
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
 # fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
-# little padding above the page (the header bar, its two icons outside the content, lets the page show through and
-# only its buttons take clicks), the view list and the lecture switch drawn at 80 %, less space between elements, and
-# the controls at 72 % (they are the lecturer's, not the room's). The output takes two lines at most, ending in "…"
-# where there is more (shown while the pointer is on it), the warnings two lines, scrolling beyond (a 64-token
-# translation and three warnings about it would push the controls down).
-LECTURE_CSS = """<style>
+# little padding above the page, the view list and the lecture switch drawn at 80 %, less space between elements, and
+# the controls at 72 % (they are the lecturer's, not the room's). Streamlit's header (the sidebar's » and the menu's
+# ⋮) is a strip over the side column only, SIDE_TOP_PX high, and the side column starts under it: nothing of ours lies
+# under the header, whose toolbar would take a click meant for the view list or the input; the figure's column starts
+# at the top. The output takes two lines at most, ending in "…" where there is more (shown while the pointer is on
+# it), the warnings two lines, scrolling beyond (a 64-token translation and three warnings about it would push the
+# controls down).
+LECTURE_CSS = string.Template("""<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 0.1rem 1.5rem 2rem; }
 .st-key-view, .st-key-lecture { zoom: 0.8; }
 [data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.3rem; }
-header[data-testid="stHeader"] { background: transparent; pointer-events: none; }
+header[data-testid="stHeader"] { background: transparent; height: ${top}px; min-height: 0;
+  width: calc(1.5rem + (100vw - 3rem - 1rem) * $side); right: auto; pointer-events: none; }
+header[data-testid="stHeader"] [data-testid="stToolbar"] { height: ${top}px; pointer-events: none; }
+header[data-testid="stHeader"] [data-testid="stToolbar"] > div { height: ${top}px; align-items: center; }
 header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointer-events: auto; }
+.st-key-side { padding-top: ${top}px; }
 [data-testid="stButtonGroup"] button { padding-left: 0.45rem; padding-right: 0.45rem; min-height: 2rem; }
 [class*="st-key-controls-"] { zoom: 0.72; column-gap: 0.5rem; }
 [class*="st-key-controls-"] [data-testid="stButtonGroup"],
@@ -34,10 +42,10 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 .st-key-headline [data-testid="stText"] > span { display: -webkit-box; -webkit-box-orient: vertical;
   -webkit-line-clamp: 2; overflow: hidden; }
 .st-key-headline [data-testid="stText"]:hover > span { display: block; max-height: 6.5em; overflow-y: auto; }
-</style>"""
+</style>""").substitute(top=screen.SIDE_TOP_PX, side=f"{1 - screen.STAGE:.3f}")
 
 
-# Twelve views are wider than one row of buttons on a laptop: the picker wraps onto a second row instead of hiding
+# Fourteen views are wider than one row of buttons on a laptop: the picker wraps onto a second row instead of hiding
 # the last ones.
 PICKER_CSS = """<style>
 .st-key-view [data-testid="stButtonGroup"], .st-key-view [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
@@ -56,6 +64,7 @@ def regions(beside: bool) -> tuple:
     the figure's, all but the view stand in a column beside it (screen.STAGE of the width is the view's)."""
     if beside:
         side, stage = st.columns([1 - screen.STAGE, screen.STAGE], gap="small")
+        side = side.container(key="side")  # under Streamlit's header strip (LECTURE_CSS)
         return side, side, side, stage.container(key="stage")
     top = st.container(horizontal=True, horizontal_alignment="distribute", vertical_alignment="center")
     rest = st.container()
@@ -64,6 +73,7 @@ def regions(beside: bool) -> tuple:
 
 def draw_frame() -> None:
     state.restore()
+    state.hold_against_stale()
     deck = presenter.follow_deck()
     state.current_attention_names(passes.attention_name)
     lecture = st.session_state.lecture
@@ -72,7 +82,7 @@ def draw_frame() -> None:
     st.sidebar.title("Attention Atlas")
     labels = {view.key: view.label for view in VIEWS}
     top, under, side, stage = regions(lecture)
-    if lecture:  # twelve views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
+    if lecture:  # fourteen views do not fit one row of buttons at 1280 pixels in large text: a compact list instead
         key = state.draw(top.selectbox, "View", "view", list(BY_KEY), format_func=labels.get,
                          label_visibility="collapsed", width=260)
     else:
@@ -99,10 +109,9 @@ def draw_frame() -> None:
                     view.render(page)
             except (passes.OutOfMemory, passes.ServerBusy) as error:  # any pass of the view: a message instead
                 stage.error(str(error))
-            if not page.lecture:
-                st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
-                if deck is None:
-                    presenter.deck_tools(view.label)
+            st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
+            if deck is None:  # in lecture mode too: the sidebar (») holds the decks a lecturer presents from
+                presenter.deck_tools(view.label)
     except passes.Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
         pass
     except (passes.CheckpointError, passes.OutOfMemory, passes.ServerBusy) as error:  # a file that failed in use (a

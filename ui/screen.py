@@ -22,6 +22,7 @@ STAGE = 0.74
 COLUMN_GAP_PX = 22  # st.columns' small gap, 1 rem of lecture mode's 22 px
 LECTURE_TOP_PX = 24
 FIGURE_TOP_PX = 4  # measured in Chromium at 1280 x 720: 2 px
+SIDE_TOP_PX = 44  # lecture mode: Streamlit's header (the sidebar's » and the menu), a strip over the side column only
 
 PROBE_JS = """
 export default function(component) {

@@ -12,23 +12,53 @@ from .analysis import Analysis, first_difference
 from .literal_text import plain, visible_name
 from .page import TYPED_TARGET, Page
 from .shared import once
-from .state import DEFAULT_BEAM_SIZE, MAX_INPUT_CHARS, default_checkpoint, draw, settle
+from .state import (
+    DEFAULT_BEAM_SIZE,
+    MAX_INPUT_CHARS,
+    default_checkpoint,
+    draw,
+    notice_next_run,
+    reset_model_settings,
+    settle,
+    stale,
+)
 from .warnings import AROUND
 from .widgets import CAMERA, EMPTY_OUTPUT, PROBABILITY, TYPED_TARGET_HELP, folded, model_output, pieces_shown
 
 
 def use_card_defaults() -> None:
-    """A new checkpoint starts on its own decoding, and on its own first example unless the user typed a sentence
-    and the new checkpoint does the same task (a lecturer comparing two translators keeps the class's sentence)."""
+    """A new checkpoint starts on its own decoding, with the settings that belonged to the previous model (its layers,
+    heads, neurons, a corrupted sentence, ...) back to their defaults, and a line saying which. Its input: the
+    sentence last typed for it (switching away and back brings it back), else the sentence typed now where the new
+    checkpoint can read it (the same task, or no piece it does not know), else its own first example."""
+    if stale("checkpoint"):  # the browser sent back the checkpoint a slide replaced: not the user's switch
+        return
     checkpoint = passes.loaded(st.session_state.checkpoint).checkpoint
     shown = st.session_state.get("shown_checkpoint")
     before = passes.loaded(shown).checkpoint if shown else None
-    typed = before is not None and st.session_state.get("text") not in before.card.examples
-    same_task = checkpoint is not None and before is not None and checkpoint.card.task == before.card.task
-    if checkpoint is not None and checkpoint.card.examples and not (typed and same_task):
-        st.session_state.text = checkpoint.card.examples[0]
+    text = st.session_state.get("text") or ""
+    typed = st.session_state.setdefault("typed_texts", {})
+    if before is not None and text not in before.card.examples:
+        typed[shown] = text
+    if checkpoint is not None:
+        if st.session_state.checkpoint in typed:
+            st.session_state.text = typed[st.session_state.checkpoint]
+        elif not (shown in typed and typed[shown] == text and reads(checkpoint, before, text)):
+            st.session_state.text = checkpoint.card.examples[0] if checkpoint.card.examples else ""
     for name in ("decoding", "beam"):
         st.session_state.pop(name, None)
+    dropped = reset_model_settings()
+    if dropped:
+        notice_next_run(f"Switched to {visible_name(st.session_state.checkpoint)}: {', '.join(dropped)} belonged to "
+                        "the previous model and are back to their defaults.")
+
+
+def reads(checkpoint, before, text: str) -> bool:
+    """Whether `checkpoint` can take `text`, typed for `before`: the same task, or every piece known to it."""
+    if before is not None and checkpoint.card.task == before.card.task:
+        return True
+    tokenizer = checkpoint.src_tokenizer
+    return bool(text.strip()) and tokenizer.unk_id is not None and tokenizer.unk_id not in tokenizer.encode(text)
 
 
 def use_example() -> None:
@@ -49,8 +79,8 @@ def list_broken(errors: dict[str, str]) -> None:
 
 
 def choose_checkpoint() -> str | None:
-    """The checkpoint picker (loadable folders only), the folders that cannot be loaded, and the chosen checkpoint's
-    card; None (after saying why) when no checkpoint can be used. Only the chosen checkpoint is loaded."""
+    """The checkpoint picker (loadable folders only) and the folders that cannot be loaded; None (after saying why)
+    when no checkpoint can be used. Only the chosen checkpoint is loaded."""
     errors = passes.folder_errors()
     usable = [name for name, error in errors.items() if not error]
     if not usable:
@@ -71,10 +101,15 @@ def choose_checkpoint() -> str | None:
         st.error("This checkpoint cannot be loaded; the others still can. Its folder may still be training.")
         st.text(f"{name}: cannot be loaded: {loaded.error}")
         return None
-    checkpoint = loaded.checkpoint
+    return name
+
+
+def show_card(checkpoint) -> None:
+    """The checkpoint's card, folded under the input and the decoding: the input box stands on the first screen of
+    every page and after every checkpoint switch, the card's table one click away."""
     card, config = checkpoint.card, checkpoint.config
     pieces, around = checkpoint.input_room()
-    with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=not st.session_state.lecture):
+    with st.sidebar.expander(f"Model card · {plain(card.task)}", expanded=False):
         st.text(card.description)
         st.caption(f"{card.parameters or checkpoint.model.num_parameters():,} parameters · "
                    + (f"{config.num_encoder_layers}+{config.num_decoder_layers} layers · " if config.cross_attention
@@ -87,7 +122,6 @@ def choose_checkpoint() -> str | None:
             values = tuple(plain(metric_text(value)) for value in card.metrics.values())
             st.table(once(arrow_table, ("metric", metrics), ("value", values)), hide_index=True)
         st.text(f"Data: {card.data}")
-    return name
 
 
 def choose_input(examples: list[str], card_beam_size: int, headline) -> tuple[str, int]:
@@ -147,11 +181,13 @@ def show_output(page: Page, headline) -> None:
             st.warning(warning, icon="⚠️")
     named = page.output_name()  # in the words of every view that shows it
     if page.lecture:  # the sidebar is folded away: under the input box (choose_input), the output as plain text
+        # The output first (its text is cut to two lines, the rest on hover), its name under it in small type.
         if page.own is None:
-            headline.text(f"{named}  →  {analysis.text or EMPTY_OUTPUT}")
+            headline.text(f"→  {analysis.text or EMPTY_OUTPUT}")
+            headline.caption(plain(named))
         else:  # never the typed target after an arrow that reads as the model's answer
-            headline.text(f"Typed target (teacher-forced): {analysis.text}   ·   {named}: "
-                          f"{page.own.text or EMPTY_OUTPUT}")
+            headline.text(f"Typed target (teacher-forced): {analysis.text}")
+            headline.caption(f"{plain(named)}: {plain(page.own.text or EMPTY_OUTPUT)}")
         return
     output = st.container()
     if page.own is not None:
@@ -216,6 +252,7 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
         return None
     checkpoint = passes.loaded(name).checkpoint
     text, beam_size = choose_input(checkpoint.card.examples, checkpoint.card.decoding.get("beam_size", 1), headline)
+    show_card(checkpoint)
     path, version = passes.checkpoint_path(name), passes.version_of(name)
     try:
         analysis = passes.translate(path, version, text, beam_size)
@@ -228,11 +265,10 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
         analysis, forced = target.choose(path, version, analysis)
         analysis = passes.padded(path, version, analysis, *choose_padding(analysis, checkpoint.pass_len))
     image_format = settle("image", tuple(CAMERA))
-    if not st.session_state.lecture:
-        st.sidebar.segmented_control("Figure download format", tuple(CAMERA), key="image", required=True,
-                                     help="What the camera button in each figure's toolbar saves; html: a button "
-                                          "under each figure saves it as one interactive HTML file that works "
-                                          "offline (hover and zoom as here).")
+    st.sidebar.segmented_control("Figure download format", tuple(CAMERA), key="image", required=True,
+                                 help="What the camera button in each figure's toolbar saves; html: a button "
+                                      "under each figure saves it as one interactive HTML file that works "
+                                      "offline (hover and zoom as here).")
     page = Page(name=name, path=path, version=version, config=checkpoint.config, card=checkpoint.card,
                 snapshot_names=tuple(checkpoint.snapshot_names()), text=text, beam_size=beam_size, analysis=analysis,
                 theme=figure_theme(space), lecture=st.session_state.lecture, image_format=image_format,

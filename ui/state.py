@@ -135,6 +135,13 @@ URL_STATE: dict[str, tuple[Callable[[str], object], object]] = {
     "slide": (int, 1),  # its slide, counted from 1
 }
 ALWAYS_IN_URL = ("checkpoint", "text", "view", "kind", "layer", "head")  # the core of a shared link
+# What a checkpoint switch keeps: the view and how it is looked at; every other setting names a part of the model or
+# of its input (a layer, a head, a neuron, a corrupted sentence, a snapshot) and goes back to its default.
+KEPT_ACROSS_CHECKPOINTS = frozenset((
+    "checkpoint", "text", "view", "kind", "average", "masks", "model_as", "stages", "values", "own_scale", "decoding",
+    "beam", "lecture", "dark", "image", "step_mode", "temperature", "top_k", "top_p", "seed", "compare", "pe_side",
+    "pe_plot", "stat_x", "stat_y", "words", "ablation_mode", "corpus_stat", "summary_count", "corpus_part",
+    "projection", "qk_colour", "deck", "slide"))
 SHOWN_CHARS = 40  # of a refused link value in its notice
 
 
@@ -200,6 +207,68 @@ def notice(message: str) -> None:
         st.session_state.url_notices.append(message)
 
 
+def notice_next_run(message: str) -> None:
+    """notice(), from a widget's callback: shown by the run the callback starts (restore() would drop a notice given
+    before it, since the view has changed)."""
+    st.session_state.setdefault("notices_next_run", []).append(message)
+
+
+def reset_model_settings() -> list[str]:
+    """Every setting a checkpoint switch does not keep (KEPT_ACROSS_CHECKPOINTS) back to its default; the names of
+    those that had another value."""
+    changed = []
+    for name, (_, default) in URL_STATE.items():
+        if name in KEPT_ACROSS_CHECKPOINTS or name not in st.session_state:
+            continue
+        if st.session_state[name] != default:
+            changed.append(name)
+        if default is None:
+            del st.session_state[name]
+        else:
+            st.session_state[name] = default
+    return changed
+
+
+def set_by_callback(values: Mapping[str, object]) -> None:
+    """Set view state from a widget's callback (None removes a value), as moving to a slide does, and hold it against
+    the browser until the browser has it (hold_against_stale)."""
+    before = {name: st.session_state.get(name) for name in values}
+    for name, value in values.items():
+        if value is None:
+            st.session_state.pop(name, None)
+        else:
+            st.session_state[name] = value
+    st.session_state.held = {name: (value, before[name]) for name, value in values.items() if value != before[name]}
+    st.session_state.held_from = st.session_state.get("runs", 0) + 1  # the run this callback starts
+
+
+def stale(name: str) -> bool:
+    """Whether the browser has just sent back, for `name`, the value a callback replaced (set_by_callback): it had not
+    yet drawn the new one, and the change is not the user's."""
+    held = st.session_state.get("held") or {}
+    return name in held and st.session_state.get(name) == held[name][1]
+
+
+def hold_against_stale() -> None:
+    """At the start of every run, before any widget is drawn: a value set by a callback wins over the one it
+    replaced, if the browser sends that back. A rerun the browser asks for while the page still shows the previous
+    state (a key pressed again, the screen probe reporting) carries the widgets' previous values, which would mix
+    two states (one slide's title over another's figure, the previous checkpoint under the new input). A value is
+    held until the browser sends the new one or another (the user's)."""
+    runs = st.session_state.runs = st.session_state.get("runs", 0) + 1
+    held = st.session_state.get("held") or {}
+    if runs <= st.session_state.get("held_from", 0):
+        return
+    for name, (value, _) in list(held.items()):
+        if stale(name):
+            if value is None:
+                st.session_state.pop(name, None)
+            else:
+                st.session_state[name] = value
+        else:
+            del held[name]
+
+
 def restore() -> None:
     """On a session's first run, copy the link's values into session state, and every default that does not
     depend on the checkpoint. Whether a value fits the checkpoint is checked by settle() when its widget is drawn.
@@ -212,6 +281,9 @@ def restore() -> None:
         st.session_state.url_notices = notices
     elif url_params(st.session_state) != st.session_state.get("url_synced"):
         st.session_state.url_notices = []
+    for message in st.session_state.pop("notices_next_run", []):
+        notice(message)
+    notice_dropped_link()
     for name, (_, default) in URL_STATE.items():
         if default is not None:
             st.session_state.setdefault(name, default)

@@ -11,20 +11,53 @@ import streamlit as st
 from .. import passes
 from ..literal_text import plain
 from ..shared import KEPT_FOR_S, expiring
-from ..state import notice, parse_query, settle, shown, url_params
+from ..state import notice, parse_query, set_by_callback, settle, shown, url_params
 from ..views import BY_KEY
 from .packing import pack_in_process
 from .parse import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
 
 # The slide's buttons and title at 80 % in the top row, as the view list (their keys in their tooltips, so that the
-# input keeps its room), its line large under the top row; the ↑ / ↓ buttons are keys only.
+# input keeps its room), its line large under the top row.
 SLIDE_CSS = """<style>
 .st-key-slide-bar { zoom: 0.8; }
-.st-key-slide-bar kbd { display: none; }
 .st-key-slide-title [data-testid="stText"] { font-weight: 700; }
 .st-key-slide-line [data-testid="stText"] { font-size: 1.25rem; font-weight: 600; line-height: 1.25; }
-.st-key-slide-up, .st-key-slide-down { display: none; }
+.st-key-slide-keys { display: none; }
 </style>"""
+# The slide keys, counted in the browser: each press moves the slide the browser aims at by one and sends that number
+# with the press's sequence number. A press made while the page still draws the last slide is never lost: the server
+# may run only the last of several quick presses, but its target counts them all (five PageDowns are five slides).
+# Until the server has answered every press (its `seq`), the browser keeps counting from its own target; then it
+# follows the server's slide (a button, a link). Keys typed into a field (an input, a list) are the field's.
+SLIDE_KEYS_JS = """
+const STEPS = { PageDown: 1, ArrowDown: 1, PageUp: -1, ArrowUp: -1 };
+// One listener for the page, however often the slide is drawn again: it reads the latest drawing's data.
+const keys = window.__atlasSlideKeys || (window.__atlasSlideKeys = { target: null, seq: 0, latest: null });
+if (!keys.listening) {
+  keys.listening = true;
+  document.addEventListener('keydown', (event) => {
+    const step = STEPS[event.key];
+    if (!step || !keys.latest || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    const field = event.target.closest && event.target.closest(
+      'input, textarea, select, [contenteditable="true"], [role="listbox"], [role="combobox"], [role="slider"]');
+    if (field) return;
+    event.preventDefault();
+    const { setStateValue, data } = keys.latest;
+    const target = Math.min(Math.max(keys.target + step, 1), data.count);
+    if (target === keys.target) return;
+    keys.target = target;
+    keys.seq += 1;
+    setStateValue('press', { target, seq: keys.seq });
+  }, true);
+}
+export default function(component) {
+  const { data } = component;
+  if (keys.target === null || data.seq >= keys.seq) { keys.target = data.slide; keys.seq = data.seq; }
+  keys.latest = component;
+  return () => { if (keys.latest === component) keys.latest = null; };
+}
+"""
+_slide_keys = st.components.v2.component("atlas_slide_keys", js=SLIDE_KEYS_JS)
 COLLECTED_TITLE = "My lecture"  # the downloaded deck's title, for the lecturer to change
 
 
@@ -85,15 +118,25 @@ def follow_deck() -> Deck | None:
 
 
 def show_slide(deck: Deck, name: str, number: int) -> None:
-    """Move to slide `number` (a button's callback, before the widgets are drawn)."""
+    """Move to slide `number` (a button's or a key's callback, before the widgets are drawn)."""
     state = slide_state(deck.slides[number - 1], st.session_state)
-    for key, value in state.items():
-        if value is None:
-            st.session_state.pop(key, None)
-        else:
-            st.session_state[key] = value
-    st.session_state.update(deck=name, deck_open=name, slide=number, lecture=True)
+    set_by_callback({**state, "deck": name, "slide": number, "lecture": True})
+    st.session_state.deck_open = name
     st.session_state.url_pending |= set(deck.slides[number - 1].state)  # a value the checkpoint lacks gets a notice
+
+
+def on_slide_key(deck: Deck, name: str) -> None:
+    """A slide key pressed in the browser (SLIDE_KEYS_JS): move to the slide it counted to."""
+    press = (st.session_state.get("slide-keys") or {}).get("press") or {}
+    target, seq = press.get("target"), press.get("seq")
+    if isinstance(target, int) and isinstance(seq, int) and seq > st.session_state.get("slide_key_seq", 0):
+        st.session_state.slide_key_seq = seq
+        show_slide(deck, name, min(max(target, 1), len(deck.slides)))
+
+
+def step_slide(deck: Deck, name: str, step: int) -> None:
+    """◀ or ▶: one slide back or on from the one the session is on now (not the one drawn when the button was)."""
+    show_slide(deck, name, min(max(st.session_state.slide + step, 1), len(deck.slides)))
 
 
 def draw_slide(deck: Deck, top, under) -> None:
@@ -103,12 +146,13 @@ def draw_slide(deck: Deck, top, under) -> None:
     slide = deck.slides[number - 1]
     st.html(SLIDE_CSS)
     row = top.container(horizontal=True, vertical_alignment="center", gap="small", key="slide-bar", width="content")
-    for key, label, shortcut, target in (("slide-back", "◀", "PageUp", number - 1),
-                                         ("slide-next", "▶", "PageDown", number + 1),
-                                         ("slide-up", "↑", "Up", number - 1), ("slide-down", "↓", "Down", number + 1)):
-        row.button(label, key=key, on_click=show_slide, args=(deck, name, target), shortcut=shortcut,
-                   disabled=not 1 <= target <= count, type="tertiary",
-                   help=f"{'Previous' if target < number else 'Next'} slide (key {shortcut})")
+    for key, label, step, keys in (("slide-back", "◀", -1, "PageUp or ↑"), ("slide-next", "▶", 1, "PageDown or ↓")):
+        row.button(label, key=key, on_click=step_slide, args=(deck, name, step), type="tertiary",
+                   disabled=not 1 <= number + step <= count,
+                   help=f"{'Previous' if step < 0 else 'Next'} slide (keys {keys})")
+    answered = st.session_state.get("slide_key_seq", 0)  # the last key press this session has moved for
+    _slide_keys(key="slide-keys", data={"slide": number, "count": count, "seq": answered},
+                on_press_change=lambda: on_slide_key(deck, name), height=0)
     row.container(key="slide-title").text(f"{number} / {count} · {slide.title}")
     if slide.line:
         under.container(key="slide-line").text(slide.line)
