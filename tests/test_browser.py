@@ -195,6 +195,13 @@ MEDIUM = "When the teacher opened the wooden door, the students quietly walked i
 LONGEST = ("When the teacher opened the old wooden door, the students quietly walked into the bright classroom, and "
            "the children who had waited in the cold garden since the early morning sat down at their small desks to "
            "read their new books with the teacher and all of their old friends.")
+# A projector's (1920 x 1080) longer sentences: 40 and 60 pieces; the second's beam output has 56 pieces, as long as a
+# 26-word sentence's.
+FORTY = ("When the old teacher opened the heavy wooden door, the young students quietly walked into the bright "
+         "classroom and then sat down at their small desks to read books.")
+SIXTY = ("When the teacher opened the old wooden door, the students quietly walked into the bright classroom, and the "
+         "children who had waited in the cold garden since the early morning sat down at their small desks to read "
+         "their new books with all of their friends.")
 INPUTS = {"8": ("eng-fra", SHORT, 8), "24": ("eng-fra", MEDIUM, 24), "64": ("eng-fra", LONGEST, 64),
           "reverse-30": ("reverse", "attention42transformer2026abcd", 31)}
 WORD_LEVEL = ("64",)  # words: whitespace-separated words (",", "." join the word before them), and </s>
@@ -218,14 +225,16 @@ SIDES = {"encoder.self_attn": {"x": "src", "y": "src"},  # key side, query side
          "decoder.cross_attn": {"x": "src", "y": "tgt"}, "decoder.self_attn": {"x": "tgt", "y": "tgt"}}
 LECTURE_FONT_PX = 12  # a projector's smallest token label
 # The views whose main figure lecture mode shows whole (no scroll box, every label in the window, at least
-# LECTURE_FONT_PX) at up to 30 input pieces: Stages, Compare and Patching show their panels one at a time there
-# (panel_picker), the head view sets its list closer, Inside a head shrinks its rows' font to the screen's height.
-# The Model view draws its heads as lines there, whose panels stay narrow at any length; the Masks with padding (a
-# decoder axis of 39 output pieces and 3 pads) put their legend beside the panel. Still scrolling inside their box:
-# the figures under the main one.
+# LECTURE_FONT_PX) at up to 30 input pieces, and on a 1920 x 1080 projector up to 60: Stages, Compare and Patching
+# show their panels one at a time there (panel_picker; Patching's logit lens is one of them, a column per layer where
+# one per sublayer does not fit), the head view sets its list closer, Inside a head closes its rows up and shrinks
+# their font to the screen's height. The Model view draws its heads as lines there, whose panels stay narrow at any
+# length; the Masks with padding (a decoder axis of 39 output pieces and 3 pads) put their legend beside the panel.
+# Still scrolling inside their box: the figures under the main one.
 LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compare-layers", "compare-snapshots",
-                       "compare-inputs", "decoding", "attribution", "positional", "headview", "patching", "training",
-                       "heads", "corpus", "corpus-queries-keys", "masks", "masks-padding", "inside", "model")
+                       "compare-inputs", "decoding", "attribution", "positional", "headview", "patching",
+                       "patching-lens", "training", "heads", "corpus", "corpus-queries-keys", "masks", "masks-padding",
+                       "inside", "model")
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
@@ -567,7 +576,9 @@ FIT_CASES = [
     ("training", {"kind": "decoder.cross_attn"}, ("8", "64"), None),
     ("attribution", {}, ("24", "64"), None),
     ("attribution-every-piece", {"view": "attribution"}, ("8", "64"), "Every output piece by every method"),
-    ("patching", {"corrupt": "EDITED"}, ("24", "64"), None),
+    # Edited: lecture mode shows one row at a time, the decoder's positions the widest; unedited: the logit lens.
+    ("patching", {"corrupt": "EDITED", "panel": "2"}, ("24", "64"), None),
+    ("patching-lens", {"view": "patching"}, ("24", "64"), None),
 ]
 # Views whose first element under the controls is not a figure (Ablation opens on its outputs).
 NOT_FIGURE_FIRST = ("ablation",)
@@ -637,37 +648,61 @@ def fit_problems(name: str, figures: list[dict], window: dict, lecture: bool, fi
 
 @pytest.fixture(scope="module")
 def fit_pages(browser):
-    """One page per screen, reused by every case (each case opens its link in it)."""
+    """One page per window size, reused by every case (each case opens its link in it)."""
     pages = {}
     yield pages
     for page in pages.values():
         page.close()
 
 
-@pytest.mark.parametrize("screen", ["laptop", "lecture"])
+# screen -> (window, lecture mode, the inputs every case but the corpus's is opened on; None: the case's own). A
+# projector of 1920 x 1080 takes a class's longer sentences, decoded as the shipped card says (beam search: the longer
+# outputs); 1280 x 720 a class's sentences up to 30 pieces (longer ones scroll, as on the laptop).
+FIT_SCREENS = {"laptop": ({"width": 1400, "height": 900}, False, None),
+               "lecture": ({"width": 1280, "height": 720}, True, None),
+               "projector-40": ({"width": 1920, "height": 1080}, True, ("40",)),
+               "projector-60": ({"width": 1920, "height": 1080}, True, ("60",))}
+
+
+def fit_lengths(screen: str, name: str, lengths: tuple[str, ...]) -> tuple[str, ...]:
+    """The inputs case `name` is opened on at `screen`: the corpus pictures do not change with the input (measured
+    once a window)."""
+    own = FIT_SCREENS[screen][2]
+    if name.startswith("corpus"):
+        return () if screen == "projector-60" else lengths
+    if own:
+        return own
+    if screen == "lecture":
+        return ("24", "30") if "24" in lengths else ("8", "24", "30")
+    return lengths
+
+
+@pytest.mark.timeout(900)  # 20 to 60 links a screen, one server and browser: 4 minutes each on 2 busy cores
+@pytest.mark.parametrize("screen", list(FIT_SCREENS))
 def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
-    """At 1400 x 900, and in lecture mode at 1280 x 720: in every view and sub-mode, on eng-fra at 8, 24 and 64
-    pieces (lecture: 8, 24 and 30), no figure passes the window's right edge or is cut by a box around it (a figure
-    that cannot be narrower scrolls in a box that says so); in lecture mode the first figure starts within
-    LECTURE_TOP_PX and ends within the window, and in LECTURE_WHOLE_VIEWS it is whole: no scroll box, every tick
-    label inside the window and at least 12 px."""
-    window = {"laptop": {"width": 1400, "height": 900}, "lecture": {"width": 1280, "height": 720}}[screen]
-    page = fit_pages.setdefault(screen, browser.new_page(viewport=window))
+    """At 1400 x 900, in lecture mode at 1280 x 720 and on a 1920 x 1080 projector: in every view and sub-mode, on
+    eng-fra at 8, 24 and 64 pieces (lecture: 8, 24 and 30; the projector: 40 and 60), no figure passes the window's
+    right edge or is cut by a box around it (a figure that cannot be narrower scrolls in a box that says so); in
+    lecture mode the first figure starts within LECTURE_TOP_PX and ends within the window, and in
+    LECTURE_WHOLE_VIEWS it is whole: no scroll box, every tick label inside the window and at least 12 px."""
+    window, lecture, _ = FIT_SCREENS[screen]
+    size = f"{window['width']}x{window['height']}"
+    if size not in fit_pages:
+        fit_pages[size] = browser.new_page(viewport=window)
+    page = fit_pages[size]
     page.set_default_timeout(RUN_S * 1000)
     folder, problems = screenshots(), []
-    texts = {"8": SHORT, "24": MEDIUM, "30": THIRTY, "64": LONGEST}
+    texts = {"8": SHORT, "24": MEDIUM, "30": THIRTY, "40": FORTY, "60": SIXTY, "64": LONGEST}
     for name, params, lengths, click in FIT_CASES:
         view = params.get("view", name)
-        if screen == "lecture" and not name.startswith("corpus"):  # the corpus pictures do not change with the input
-            # A class's sentences: up to 30 pieces (longer ones scroll, as on the laptop).
-            lengths = ("24", "30") if "24" in lengths else ("8", "24", "30")
-        for length in lengths:
-            link = {"checkpoint": "eng-fra", "text": texts[length], "view": view, "decoding": "greedy",
+        for length in fit_lengths(screen, name, lengths):
+            link = {"checkpoint": "eng-fra", "text": texts[length], "view": view,
+                    "decoding": "beam" if screen.startswith("projector") else "greedy",
                     **{key: value for key, value in params.items() if key != "view"}}
             for edited in ("corrupt", "text_b"):  # one word changed: as many pieces as the input
                 if link.get(edited) == "EDITED":
                     link[edited] = texts[length].replace("the", "a", 1).replace("She", "He", 1)
-            if screen == "lecture":
+            if lecture:
                 link["lecture"] = "1"
             page.goto(shipped_server + "?" + urllib.parse.urlencode(link))
             page.wait_for_selector('[data-testid="stMainBlockContainer"][data-measured-width]')
@@ -680,10 +715,10 @@ def test_every_view_fits_the_screen(shipped_server, browser, fit_pages, screen):
                 page.wait_for_selector(".stPlotlyChart .js-plotly-plot")
             case = f"{screen}-{name}-{length}"
             assert not page.locator('[data-testid="stException"]').count(), case
-            problems += fit_problems(case, page.evaluate(FIT_JS), window, screen == "lecture",
+            problems += fit_problems(case, page.evaluate(FIT_JS), window, lecture,
                                      view not in NOT_FIGURE_FIRST and not click,
-                                     whole=screen == "lecture" and name in LECTURE_WHOLE_VIEWS)
-            if screen == "lecture":  # the output beside the figure: two lines at most, the rest under the pointer
+                                     whole=lecture and name in LECTURE_WHOLE_VIEWS)
+            if lecture:  # the output beside the figure: two lines at most, the rest under the pointer
                 lines = page.evaluate(HEADLINE_LINES_JS)
                 if lines > 2.05:
                     problems.append(f"{case}: the output takes {lines:.1f} lines")

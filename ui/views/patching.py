@@ -65,9 +65,9 @@ def render(page: Page) -> None:
                        {"encoder": list(lens.src_tokens), "decoder": list(lens.tgt_tokens)}, title=title,
                        theme=page.theme)
             show_figure(page, fig, "patching")
-            st.caption("Each cell: log p of the clean output's piece when that one head's output (top) or that "
-                       "layer's residual stream at that position (bottom) is taken from the clean run, minus the "
-                       "corrupted run's. Positive: this part carries what the edit changed.")
+            st.caption("Each cell: log p of the clean output's piece when that one head's output (the heads) or "
+                       "that layer's residual stream at that position (the positions) is taken from the clean run, "
+                       "minus the corrupted run's. Positive: this part carries what the edit changed.")
     if with_lens:
         show_lens(page, lens)
 
