@@ -11,6 +11,7 @@ import itertools
 from collections.abc import Callable, Collection, Mapping
 
 import streamlit as st
+from streamlit.runtime.state import query_params as streamlit_query_params
 
 MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len anyway
 MAX_LINK_ITEMS = 64  # of a link's list (heads to switch off, dimensions to plot): more than any model shown here has
@@ -334,3 +335,47 @@ def draw(widget: Callable, label: str, name: str, options, fallback: object = No
 def sync() -> None:
     st.session_state.url_synced = url_params(st.session_state)
     st.query_params.from_dict(st.session_state.url_synced)
+    probe_dropped_link()
+
+
+# A link Streamlit does not read: it drops a query string longer than this, or of more parts, whole and silently (the
+# page opens as a link without settings does). The browser still has it: a probe in the page measures the address the
+# page was opened with (its navigation entry, which the address bar's later updates leave as it was) and reports one
+# over either limit once; the next run shows a notice.
+QUERY_LIMITS = {"chars": getattr(streamlit_query_params, "CLIENT_STATE_QUERY_STRING_MAX_LENGTH", 512 * 1024),
+                "fields": getattr(streamlit_query_params, "CLIENT_STATE_QUERY_STRING_MAX_FIELDS", 1000)}
+LINK_PROBE_JS = """
+export default function(component) {
+  const { setStateValue, data } = component;
+  if (data.reported) return;
+  const opened = performance.getEntriesByType('navigation')[0];
+  const query = new URL(opened ? opened.name : window.location.href).search.slice(1);
+  const fields = query ? query.split('&').length : 0;
+  if (query.length > data.chars || fields > data.fields) setStateValue('dropped', {chars: query.length, fields});
+}
+"""
+_link_probe = st.components.v2.component("atlas_link_probe", js=LINK_PROBE_JS)
+LINK_PROBE_CSS = "<style>.st-key-link-probe { display: none; }</style>"  # measures, takes no room
+
+
+def probe_dropped_link() -> None:
+    """Mount the probe that reports a link Streamlit dropped (QUERY_LIMITS); it reports once a session."""
+    st.html(LINK_PROBE_CSS)
+    _link_probe(key="link-probe", data={**QUERY_LIMITS, "reported": bool(dropped_link())},
+                on_dropped_change=lambda: None, height=0)
+
+
+def dropped_link() -> dict | None:
+    """What the probe reported of a link Streamlit dropped: its length in characters and its parts; None if none."""
+    return (st.session_state.get("link-probe") or {}).get("dropped")
+
+
+def notice_dropped_link() -> None:
+    """The notice, once a session, that the page was opened with a link too long to read."""
+    dropped = dropped_link()
+    if dropped and not st.session_state.get("dropped_link_noticed"):
+        st.session_state.dropped_link_noticed = True
+        chars, fields = int(dropped.get("chars", 0)), int(dropped.get("fields", 0))
+        notice(f"This page was opened with a link of {chars:,} characters in {fields:,} parts, more than the "
+               f"{QUERY_LIMITS['chars']:,} characters or {QUERY_LIMITS['fields']:,} parts this server reads: none "
+               "of it was used, so what shows is the default page, not the one shared.")
