@@ -15,9 +15,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+import test_browser
 from test_browser import screenshot, screenshots
 
-from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium, wait_for_rerun
+from benchmarks.chromium import CHROMIUM, RUN_S, wait_for_rerun
 from deploy.server import ROOT, ServerError, streamlit_server
 from ui.deck import read_deck
 from ui.views import BY_KEY
@@ -32,6 +33,7 @@ LAPTOP = {"width": 1400, "height": 900}
 KEY_GAP_S = 0.15  # a lecturer's pace on a clicker
 QUIET_S = 2.0  # idle: no status widget for this long (a key press's rerun may start late on a busy machine)
 DECK = "attention-step-by-step"
+browser = test_browser.browser  # the fixture: one Chromium for the module
 
 # Everything a person reads to know which state the page is in; one reading, used by every check.
 SHOWN_JS = """() => {
@@ -40,7 +42,7 @@ SHOWN_JS = """() => {
   const view = document.querySelector('.st-key-view input');
   return {
     slide: text('.st-key-slide-title [data-testid="stText"]').join(' '),
-    view: view ? view.value : text('.st-key-view button[aria-checked="true"], .st-key-view [aria-pressed="true"]').join(' '),
+    view: view ? view.value : text('.st-key-view [aria-checked="true"], .st-key-view [aria-pressed="true"]').join(' '),
     input: input ? input.value : null,
     output: text('.st-key-headline [data-testid="stText"]').join(' '),
     figures: text('[data-testid="stMain"] .js-plotly-plot .gtitle'),
@@ -66,16 +68,6 @@ def server(tmp_path_factory):
             yield url
     except ServerError as error:
         pytest.fail(str(error))
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = launch_chromium(playwright)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def open_page(browser, url: str, viewport: dict):
@@ -179,8 +171,11 @@ def test_every_control_of_the_attention_view_takes_the_mouse(server, browser, vi
 
 
 def test_lecture_mode_keeps_our_controls_clear_of_streamlit_s_header(server, browser):
-    page = open_page(browser, f"{server}?checkpoint=eng-fra&lecture=1", PROJECTOR)
+    text = urllib.parse.quote("The xylophonist zigzagged through Qwertyville.")  # two words it never saw: a warning
+    page = open_page(browser, f"{server}?checkpoint=eng-fra&lecture=1&text={text}", PROJECTOR)
     try:
+        warning = page.locator(".st-key-warnings summary").bounding_box()
+        assert warning["height"] <= 70, "the folded warning takes more than one line"  # one: 53 px, four: 135
         header = page.locator('header[data-testid="stHeader"]').bounding_box()
         for selector in (".st-key-view", ".st-key-text input", ".st-key-lecture", ".st-key-kind", ".st-key-layer"):
             box = page.locator(selector).first.bounding_box()
@@ -228,6 +223,10 @@ def test_the_deck_walked_at_a_lecturer_s_pace_loses_no_key_and_mixes_no_slides(s
         idle(page)
         screenshot(page, folder, "rehearsal-deck-3")
         assert_on_slide(page, browser, server, 3)
+        for _ in range(4):  # a burst, faster than any rerun: every press lands while the last one is drawing
+            page.keyboard.press("PageDown")
+        idle(page)
+        assert_on_slide(page, browser, server, 7)
     finally:
         page.close()
 

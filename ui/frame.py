@@ -15,7 +15,7 @@ from .widgets import folded
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
 # fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
 # little padding above the page, the view list and the lecture switch drawn at 80 %, less space between elements, and
-# the controls at 72 % (they are the lecturer's, not the room's). Streamlit's header (the sidebar's » and the menu's
+# the controls at 72 % (they are the lecturer's, not the room's); the folded warnings and link notices one line. Streamlit's header (the sidebar's » and the menu's
 # ⋮) is a strip over the side column only, SIDE_TOP_PX high, and the side column starts under it: nothing of ours lies
 # under the header, whose toolbar would take a click meant for the view list or the input; the figure's column starts
 # at the top. The output takes two lines at most, ending in "…" where there is more (shown while the pointer is on
@@ -38,6 +38,11 @@ header[data-testid="stHeader"] button, header[data-testid="stHeader"] a { pointe
 [class*="st-key-controls-"] [data-testid="stButtonGroup"] > div { flex-wrap: wrap; }
 [data-testid="stAlertContainer"] { padding: 0.4rem 0.8rem; }
 [data-testid="stAlertContainer"] p { font-size: 0.85rem; max-height: 3.2em; overflow-y: auto; }
+.st-key-warnings summary, .st-key-link-notices summary { padding: 0.25rem 0.6rem; font-size: 0.8rem; }
+.st-key-warnings summary p, .st-key-link-notices summary p { white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+.st-key-warnings summary > span, .st-key-link-notices summary > span { min-width: 0; }
+.st-key-warnings summary > span > div, .st-key-link-notices summary > span > div { min-width: 0; }
 .st-key-headline [data-testid="stText"] { line-height: 1.3; }
 .st-key-headline [data-testid="stText"] > span { display: -webkit-box; -webkit-box-orient: vertical;
   -webkit-line-clamp: 2; overflow: hidden; }
