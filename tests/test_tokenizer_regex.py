@@ -41,6 +41,8 @@ REFUSED = {
     "(?:x|(?:a+)+)y": "repeats '(?:a+)+'", "(?=a+)+": "repeats",
     r"\s*\s*\s*x": "combines 3 unbounded repetitions", "a{0,900}a{0,900}a{0,900}b": "combines 3",
     r"(?:\s*)\s*(?=\s*x)": "combines 3",
+    "a?" * 8 + "a" * 8: "combines 8 optional parts and alternatives", "(?:a|a)" * 6 + "b": "combines 6 optional",
+    "(?:x|(?:a|a)(?:a|a)(?:a|a))(?:a|a)(?:a|a)(?:a|a)": "combines 7",
     r"(a)\1+": "has a back-reference", r"(a)\g<1>": "has a back-reference or subexpression call",
     "(?~ab)": "has a group construct", "(?(1)a|b)": "has a group construct",
     "(a": "cannot be read here", "[a": "cannot be read here", "a**": "cannot be read here", "+a": "cannot be read",

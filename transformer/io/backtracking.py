@@ -8,12 +8,15 @@ in a row that can match the same characters try n^3 ways over an input of n. `pa
 - a repetition (`*`, `+`, `{2,}`, `{1,3}`, ...) of a group whose inside repeats, alternates or looks around
   (exponential: `(a+)+`, `(a|a)*`, `(?:a?b?)+`); a group of plain characters may repeat (`(?:ab)+`);
 - more than MAX_UNBOUNDED unbounded repetitions along one path of the regex (polynomial of a higher degree:
-  `\\s*\\s*\\s*x`); GPT-2's, Llama 3's, Qwen2's and GPT-4o's patterns have at most two on a path;
+  `\\s*\\s*\\s*x`), or more than MAX_CHOICES choices of any kind (a repetition whose count varies, an alternation
+  inside a sequence: `a?a?a?...aaa` and `(a|a)(a|a)...` take 2^choices steps); GPT-2's, Llama 3's, Qwen2's and
+  GPT-4o's patterns have at most two unbounded repetitions and five choices on a path;
 - what backtracks without a bound and is rarely a tokenizer's: back-references, subexpression calls, conditionals,
   the absent operator; and anything this parser does not know (refused rather than guessed at).
 
-What is left is at most cubic in the input's length, which the app's input limit bounds (1,000 characters: a few
-seconds at worst, during which the library releases the interpreter's lock, so other sessions go on).
+What is left is at most cubic in the input's length (times 2^MAX_CHOICES), which the app's input limit bounds
+(1,000 characters); while one input runs long, the library releases the interpreter's lock (JsonTokenizer encodes
+through encode_batch), so other sessions go on.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 MAX_UNBOUNDED = 2  # unbounded repetitions on one path: n^3 steps over an input of n; three would be n^4
 LARGE_REPEAT = 16  # a counted repetition above this ({0,500}) costs as much as an unbounded one
+MAX_CHOICES = 5  # variable repetitions and alternations on one path: GPT-4o's pattern has five
 
 
 class RegexRefused(ValueError):
@@ -222,11 +226,20 @@ def _plain(branches: list[list[Item]]) -> bool:
         for item in branches[0])
 
 
-def _unbounded_on_a_path(branches: list[list[Item]]) -> int:
-    """The most unbounded repetitions one match attempt may have to combine: summed along a sequence (a
-    lookaround's own count included), the largest over alternatives."""
-    return max(sum(item.unbounded + (_unbounded_on_a_path(item.node.branches) if item.node.branches else 0)
+def _on_a_path(branches: list[list[Item]], counted) -> int:
+    """The most of what `counted(item)` counts that one match attempt may have to combine: summed along a sequence
+    (a group's inside and a lookaround's included), the largest over alternatives."""
+    return max(sum(counted(item) + (_on_a_path(item.node.branches, counted) if item.node.branches else 0)
                    for item in branch) for branch in branches)
+
+
+def _unbounded(item: Item) -> int:
+    return int(item.unbounded)
+
+
+def _choices(item: Item) -> int:
+    """A repetition whose count varies is a choice; so is a group of alternatives."""
+    return int(item.low != item.high) + int(len(item.node.branches) > 1)
 
 
 def _nested_repetition(branches: list[list[Item]]) -> Item | None:
@@ -250,9 +263,12 @@ def pattern_problem(pattern: str) -> str | None:
     if nested := _nested_repetition(branches):
         return (f"repeats {nested.text!r}, a group whose inside repeats or alternates: it can backtrack "
                 "exponentially in the input's length")
-    if (count := _unbounded_on_a_path(branches)) > MAX_UNBOUNDED:
+    if (count := _on_a_path(branches, _unbounded)) > MAX_UNBOUNDED:
         return (f"combines {count} unbounded repetitions in one match (at most {MAX_UNBOUNDED} allowed): it can "
                 f"backtrack for n^{count + 1} steps over an input of n characters")
+    if (count := _on_a_path(branches, _choices)) > MAX_CHOICES:
+        return (f"combines {count} optional parts and alternatives in one match (at most {MAX_CHOICES} allowed): it "
+                f"can backtrack for 2^{count} steps at each character")
     return None
 
 
