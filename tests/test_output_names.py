@@ -42,10 +42,10 @@ def test_the_training_views_label_names_the_decoding_whose_pieces_its_rows_spell
                                                                                    drawn.output_tokens)]
     name = f"Output of eng-fra, {decoding_text(beams, checkpoint.card.decoding)}"
     texts = [text.value for text in at.text]
-    if lecture == "1":  # the headline beside the figure, and the view's line under it
-        assert f"{name}  →  {drawn.text}" in texts and f"{name}: {drawn.text}" in texts
-    else:  # the output box's caption, and the view's label over its own output box
-        assert plain(name) in [caption.value for caption in at.caption]
+    assert plain(name) in [caption.value for caption in at.caption]  # the headline's name of its output
+    if lecture == "1":  # the headline beside the figure, and the view's line under its figure
+        assert f"→  {drawn.text}" in texts and f"{name}: {drawn.text}" in texts
+    else:  # the output box, and the view's label over its own output box
         assert f"**{plain(name)}**" in [markdown.value for markdown in at.markdown]
         assert outputs(at) == [drawn.text, drawn.text]
     assert f"The decoder's pieces: {plain(name)}, " in " ".join(caption.value for caption in at.caption)

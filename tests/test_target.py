@@ -7,6 +7,7 @@ import pytest
 
 from helpers import LOADABLE, plotly_values
 from transformer import forced_target, load_checkpoint
+from ui.literal_text import plain
 
 TEXT = "abc12"
 CONTRAST = "log p(target) − log p(foil)"
@@ -110,7 +111,8 @@ def test_a_typed_target_is_never_shown_as_the_models_output(app, output, lecture
     if lecture == "1":
         headline = [text for text in texts if target in text]
         assert headline and all(text.startswith("Typed target (teacher-forced): ") for text in headline), texts
-        assert f"Output of {LOADABLE[0]}, greedy: {output}" in headline[0]  # named as every view names it
+        named = plain(f"Output of {LOADABLE[0]}, greedy")  # as every view names it
+        assert f"{named}: {plain(output)}" in [caption.value for caption in at.caption]
         assert not any(text.startswith("→") for text in texts)
         return
     captions = [caption.value for caption in at.caption]
