@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.chromium import RUN_S
 from helpers import (
     APP,
     LOADABLE,
@@ -146,7 +147,7 @@ def app(app_checkpoints, monkeypatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(app_checkpoints))
 
     def start(**query) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=60)
+        at = AppTest.from_file(APP, default_timeout=RUN_S)
         at.query_params.update(query)
         return at.run()
 

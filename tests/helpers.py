@@ -103,7 +103,7 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = WAIT
         time.sleep(0.002)
 
 
-def run_together(worker: Callable[[int], object], count: int, timeout_s: float = 60) -> None:
+def run_together(worker: Callable[[int], object], count: int, timeout_s: float = WAIT_S) -> None:
     """worker(i) for i in range(count), each in a thread of its own, all released at once (so the calls overlap).
     Fails the test if a thread raised (an exception in a thread would otherwise pass unseen) or did not finish."""
     errors: list[BaseException] = []

@@ -57,7 +57,7 @@ def run_app(root: Path, monkeypatch, **query):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
-    at = AppTest.from_file(APP, default_timeout=60)
+    at = AppTest.from_file(APP, default_timeout=RUN_S)
     at.query_params.update(query)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -240,7 +240,7 @@ def test_a_server_beside_the_freezing_card_the_hanging_pickle_and_the_memory_bom
                 # Its session gone (Streamlit forgets a disconnected session after its TTL, 1 s here), the next pass
                 # evicts what only closed sessions asked for, and the memory is back.
                 bomb.close()
-                deadline = time.monotonic() + DISCONNECTED_TTL_S + 30  # bounded: a busy machine closes it later
+                deadline = time.monotonic() + DISCONNECTED_TTL_S + RUN_S  # bounded: a busy machine closes it later
                 for count in range(1, 100):
                     time.sleep(DISCONNECTED_TTL_S + 1)
                     page.goto(f"{url}?checkpoint=eng-fra&text=I%20have%20{count}%20cats.&view=attention")

@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from helpers import ROOT
+from helpers import ROOT, WAIT_S, wait_until
 from transformer import load_checkpoint
 from transformer.inference.batching import Batcher, Cancelled
 from transformer.inference.translation import Checkpoint
@@ -142,17 +142,13 @@ def start(batcher: Batcher, checkpoint, texts, outcomes: dict, **options) -> lis
 
 def release(batcher: Batcher, turn: threading.Lock, queued: int) -> None:
     """Let the batches run once `queued` requests wait."""
-    for _ in range(6000):  # bounded: 60 s
-        if batcher.waiting == queued:
-            break
-        threading.Event().wait(0.01)
-    assert batcher.waiting == queued
+    wait_until(lambda: batcher.waiting == queued, f"{queued} requests waiting for their batch")
     turn.release()
 
 
 def finish(threads: list[threading.Thread]) -> None:
     for thread in threads:
-        thread.join(timeout=60)
+        thread.join(timeout=WAIT_S)
         assert not thread.is_alive(), "a caller was left waiting"
 
 

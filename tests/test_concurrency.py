@@ -99,7 +99,7 @@ def test_32_threads_share_one_checkpoint(tiny_checkpoint, one_intra_op_thread):
             with lock:
                 in_flight[0] -= 1
 
-    run_together(worker, THREADS, timeout_s=120)
+    run_together(worker, THREADS)
     assert most_in_flight[0] > 1  # they did run at the same time
     assert len(results) == THREADS * CALLS_PER_THREAD
     kinds_run = {CALLS[call][0] for plan in plans for call in plan}
@@ -150,7 +150,7 @@ def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_t
         else:
             ui.passes.decoding_steps(path, version, tuple(checkpoint.encode(text)))
 
-    run_together(session, len(TURN_TEXTS), timeout_s=60)
+    run_together(session, len(TURN_TEXTS))
     assert most_in_model[0] == turns
     ui.shared.clear()
 

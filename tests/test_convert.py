@@ -12,6 +12,7 @@ import pytest
 import sentencepiece as spm
 import torch
 
+from benchmarks.chromium import RUN_S
 from helpers import outputs
 from transformer import CheckpointError, beam_search, capture, greedy, load_checkpoint
 from transformer.io.convert import convert_marian, main
@@ -298,7 +299,7 @@ def test_the_app_opens_a_converted_folder_in_every_view(marian_folder, tmp_path_
     if not root.exists():
         convert_marian(marian_folder, root / "opus-mt-test", log=lambda line: None)
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
-    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=RUN_S)
     at.query_params.update(view=view, text="I am cold.")
     at.run()
     assert not at.exception, [e.value for e in at.exception]

@@ -11,7 +11,6 @@ import re
 import shutil
 import tempfile
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from deploy.local import compressed_static, nginx_config, nginx_proxy
+from helpers import WAIT_S, wait_until
 
 pytestmark = [pytest.mark.slow,  # real nginx and servers
               pytest.mark.skipif(not shutil.which("nginx") and not Path("/usr/sbin/nginx").exists(),
                                 reason="no nginx (apt-get install nginx)")]
-TIMEOUT_S = 10
 LONG_TEXT = "attention " * 500  # above gzip_min_length
 RELEASE, HOLD_LOCK = threading.Event(), threading.Lock()
 
@@ -36,7 +35,7 @@ class StandIn(BaseHTTPRequestHandler):
         if self.path == "/hold":
             with HOLD_LOCK:
                 self.server.holding += 1
-            RELEASE.wait(timeout=TIMEOUT_S)
+            RELEASE.wait(timeout=WAIT_S)
         headers = {name.lower(): value for name, value in self.headers.items()}
         body = (f"port={self.server.server_port}\nupgrade={headers.get('upgrade')}\n"
                 f"connection={headers.get('connection')}\n" + (LONG_TEXT if self.path == "/long" else "")).encode()
@@ -81,7 +80,7 @@ def proxy(tmp_path_factory):
 
 def get(url: str, headers: dict[str, str] | None = None):
     request = urllib.request.Request(url, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
         return response.headers, response.read()
 
 
@@ -123,15 +122,13 @@ def test_a_new_browser_goes_to_the_process_with_the_fewest_open_connections(prox
     holder = threading.Thread(target=get, args=(url + "hold",))
     try:
         holder.start()
-        deadline = time.monotonic() + TIMEOUT_S
-        while sum(server.holding for server in servers) < 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: any(server.holding for server in servers), "a process holding the request")
         busy = next(server for server in servers if server.holding)
         other = next(port for port in ports if port != busy.server_port)
         assert [port_of(get(url)[1]) for _ in range(2)] == [other, other]
     finally:
         RELEASE.set()
-        holder.join(timeout=TIMEOUT_S)
+        holder.join(timeout=WAIT_S)
         for server in servers:
             server.holding = 0
 

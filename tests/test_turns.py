@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from deploy.local import app_environment
+from helpers import WAIT_S, wait_until
 from ui import turns
 from ui.shared import Expiring, SharedResults
 from ui.turns import Turns, arrived, turn_count
@@ -25,18 +26,16 @@ def test_a_freed_turn_goes_to_the_click_that_arrived_first():
         if name == "A":
             arrived()
             a_arrived.set()
-            a_may_ask.wait(timeout=10)
+            a_may_ask.wait(timeout=WAIT_S)
         elif name == "B":
-            a_arrived.wait(timeout=10)
+            a_arrived.wait(timeout=WAIT_S)
             time.sleep(0.01)  # a later arrival, whatever the clock's resolution
             arrived()
         with turns.turn():
             served.append(name)
 
     def queued(count: int) -> None:
-        deadline = time.monotonic() + 10
-        while turns.waiting < count and time.monotonic() < deadline:
-            time.sleep(0.001)
+        wait_until(lambda: turns.waiting >= count, f"{count} clicks waiting for the turn")
 
     threads = {name: threading.Thread(target=click, args=(name,)) for name in "ABC"}
     with turns.turn():  # the one turn is held until all three wait
@@ -48,7 +47,7 @@ def test_a_freed_turn_goes_to_the_click_that_arrived_first():
         threads["C"].start()
         queued(3)
     for thread in threads.values():
-        thread.join(timeout=10)
+        thread.join(timeout=WAIT_S)
     assert served == ["A", "B", "C"]
 
 
@@ -82,16 +81,16 @@ def test_a_rerun_lets_go_of_its_page_turn_while_it_waits_for_a_pass(monkeypatch)
         with turns.page():
             with turns.waiting():
                 a_waits.set()
-                assert b_drew.wait(timeout=10)
+                assert b_drew.wait(timeout=WAIT_S)
             order.append("A")
 
     def b():
-        assert a_waits.wait(timeout=10)
+        assert a_waits.wait(timeout=WAIT_S)
         with turns.page():
             order.append("B")
             b_drew.set()
     for thread in [started(a), started(b)]:
-        thread.join(timeout=20)
+        thread.join(timeout=WAIT_S)
     assert order == ["B", "A"]
 
 
@@ -105,7 +104,7 @@ def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypa
     def build():
         with turns.waiting():
             building.set()
-            assert c_drew.wait(timeout=10)
+            assert c_drew.wait(timeout=WAIT_S)
             return "the pass"
 
     def session(name):
@@ -119,13 +118,13 @@ def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypa
                     got[name] = cache.get("the input", build)
         return run
     a = started(session("A"))
-    assert building.wait(timeout=10)
+    assert building.wait(timeout=WAIT_S)
     b = started(session("B"))
-    assert b_asks.wait(timeout=10)
+    assert b_asks.wait(timeout=WAIT_S)
     time.sleep(0.05)  # B is waiting for A's build
     c = started(session("C"))
     for thread in (a, b, c):
-        thread.join(timeout=20)
+        thread.join(timeout=WAIT_S)
     assert got == {"A": "the pass", "B": "the pass"} and c_drew.is_set()
 
 
@@ -138,7 +137,7 @@ def test_sessions_waiting_for_a_cached_lookup_leave_the_page_to_its_computation(
 
     def slow_lookup(name):
         computing.set()
-        assert c_drew.wait(timeout=10)
+        assert c_drew.wait(timeout=WAIT_S)
         return name.upper()
     lookup = Expiring(slow_lookup, ttl_s=60, max_entries=2)
     ranking = Expiring(lambda name: lookup(name) + " ranked", ttl_s=60, max_entries=2)
@@ -154,13 +153,13 @@ def test_sessions_waiting_for_a_cached_lookup_leave_the_page_to_its_computation(
                     got[name] = ranking("checkpoint")
         return run
     a = started(session("A"))
-    assert computing.wait(timeout=10)
+    assert computing.wait(timeout=WAIT_S)
     b = started(session("B"))
-    assert b_asks.wait(timeout=10)
+    assert b_asks.wait(timeout=WAIT_S)
     time.sleep(0.05)  # B is waiting for A's computation
     c = started(session("C"))
     for thread in (a, b, c):
-        thread.join(timeout=20)
+        thread.join(timeout=WAIT_S)
     assert got == {"A": "CHECKPOINT ranked", "B": "CHECKPOINT ranked"} and c_drew.is_set()
 
 

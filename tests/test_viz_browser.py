@@ -13,7 +13,7 @@ import pytest
 from figure_browser import measure, readability_problems
 
 import viz
-from benchmarks.chromium import CHROMIUM, launch_chromium
+from benchmarks.chromium import CHROMIUM, RUN_S, launch_chromium
 from benchmarks.model_view import random_stack
 
 pytestmark = [pytest.mark.slow,  # a real browser
@@ -141,11 +141,11 @@ def test_a_figure_saved_as_html_hovers_with_no_request_leaving_the_file(page, tm
     page.route("**/*", only_the_file)
     try:
         page.goto(saved.as_uri())
-        page.wait_for_selector(".heatmaplayer", timeout=30_000)
+        page.wait_for_selector(".heatmaplayer", timeout=RUN_S * 1000)
         assert page.locator(".xtick text").count() == 8
         box = page.locator(".nsewdrag").first.bounding_box()
         page.mouse.move(box["x"] + box["width"] / 16, box["y"] + box["height"] / 16)  # the first cell
-        page.wait_for_selector(".hovertext", timeout=10_000)
+        page.wait_for_selector(".hovertext", timeout=RUN_S * 1000)
         assert "weight: 1" in page.locator(".hovertext").first.text_content()
     finally:
         page.unroute("**/*")
