@@ -21,7 +21,9 @@ from transformer.analysis import corpus_summary as summaries
 from transformer.analysis.corpus_sample import SAMPLE_FILE
 from transformer.analysis.head_map import match_heads
 from transformer.analysis.qk_space import nearest_keys
+from transformer.io.checkpoint import read_config
 from transformer.io.disk_cache import DiskCache
+from transformer.model.record import ATTENTION_KINDS
 
 pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
 COUNT = 24
@@ -216,3 +218,44 @@ def test_every_shipped_checkpoint_shows_all_four_parts_on_a_fresh_clone(name, le
         at.session_state["corpus_part"] = part
         at = ok(at.run())
         assert at.get("plotly_chart") or at.dataframe, part
+
+
+def test_chromium_opens_every_part_for_every_shipped_checkpoint_on_a_fresh_clone(tmp_path):
+    """`streamlit run` where the cards' ../shared/data leads nowhere, headless Chromium a person's clicks: for every
+    shipped checkpoint the Read button (clicked at its centre), then each part drawn without an exception; the map
+    also on a 1280 x 720 projector, whole."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
+    from benchmarks.chromium import launch_chromium, wait_for_rerun
+    from deploy.server import streamlit_server
+
+    clone = tmp_path / "clone"  # the server's working folder: ../shared does not exist from here
+    clone.mkdir()
+    drawn = '.js-plotly-plot, [data-testid="stDataFrame"], [data-testid="stException"]'
+    with streamlit_server(ROOT / "checkpoints", tmp_path / "server.log", script=ROOT / "app.py", root=clone,
+                          env={"ATLAS_CACHE": str(tmp_path / "cache")}) as (url, _), \
+            sync_api.sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        for lecture, size, parts in (("", (1400, 900), ("map", "qk", "match", "neurons")),
+                                     ("&lecture=1", (1280, 720), ("map",))):
+            page = browser.new_page(viewport={"width": size[0], "height": size[1]})
+            for name in SHIPPED:
+                for part in parts:
+                    page.goto(f"{url}?checkpoint={name}&view=corpus&corpus_part={part}&summary_count=40{lecture}")
+                    wait_for_rerun(page)
+                    read = page.get_by_role("button", name="Read 40 inputs")
+                    if read.count():
+                        box = read.bounding_box()
+                        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                    page.wait_for_selector(drawn, timeout=300_000)
+                    wait_for_rerun(page)
+                    where = f"{name} {part} {'lecture' if lecture else 'laptop'}"
+                    assert not page.locator('[data-testid="stException"]').count(), where
+                    assert page.locator('.js-plotly-plot, [data-testid="stDataFrame"]').count(), where
+                    if part == "map":
+                        figure = page.locator(".js-plotly-plot").first.bounding_box()
+                        assert figure["y"] + figure["height"] <= size[1] + 1 or not lecture, where  # whole
+                        config = read_config(ROOT / "checkpoints" / name)
+                        heads = config.num_heads * sum(config.layers_of(kind) for kind in ATTENTION_KINDS)
+                        assert page.locator(".js-plotly-plot g.annotation").count() == heads, where  # each named
+            page.close()
+        browser.close()

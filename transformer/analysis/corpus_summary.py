@@ -49,12 +49,13 @@ SENTENCES = 200  # read by default: about a second for eng-fra
 MAX_SENTENCES = 1000  # the app's limit (about 10 s for eng-fra on two cores)
 PICTURE_SENTENCES = 200  # queries and keys pictured per head (thousands of points: drawn in a second)
 PICTURE_BYTES = 256 * 2**20  # the query and key vectors of every head held at once before projection
-TSNE_POINTS = 1500  # a t-SNE picture's points (4,000 took 29 s on a busy two-core machine; this, under 10 s)
+TSNE_POINTS = 1000  # a t-SNE picture's points (on a busy two-core machine 4,000 took 29 s, 1,500 10 s)
 MATCH_SENTENCES = 200  # pairs heads are matched on (and followed through snapshots): eng-fra's head followed through
 # its 4 snapshots took 31 s on 1,000 pairs of a busy two-core machine, and about a fifth of that on 200
-# A summary's seconds per input, at most, for the shipped checkpoints (what the view promises): eng-fra's 1,000 inputs
-# took 40.5 s and its 200 8.1 s on a busy two-core machine (benchmarks/corpus.py), every other checkpoint's less.
-SECONDS_PER_INPUT = 0.04
+# What a summary of n inputs takes at most for the shipped checkpoints, SECONDS_FIXED + n * SECONDS_PER_INPUT (the view
+# promises it): on a two-core machine busy with other work eng-fra's 200 inputs took 8-15 s and its 1,000 23-41 s
+# (benchmarks/corpus.py, two runs), every other shipped checkpoint's 200 at most 7 s.
+SECONDS_FIXED, SECONDS_PER_INPUT = 8.5, 0.0325
 TOP_EXAMPLES = 10  # per neuron
 CONTEXT = 3  # pieces either side of a neuron's token
 MAX_DIVERGENCE = math.log(2)

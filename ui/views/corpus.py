@@ -6,7 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
-from transformer.analysis.corpus_summary import MATCH_SENTENCES, NEURON_ORDERS, SECONDS_PER_INPUT, TSNE_POINTS
+from transformer.analysis.corpus_summary import (
+    MATCH_SENTENCES,
+    NEURON_ORDERS,
+    SECONDS_FIXED,
+    SECONDS_PER_INPUT,
+    TSNE_POINTS,
+)
 from ui.analysis import KIND_LABELS
 from ui.page import Page
 from ui.shared import once
@@ -88,8 +94,9 @@ def render(page: Page) -> None:
     if not asked and not on_disk:
         row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
                    args=("summary_asked", (page.path, page.version, count)))
-        st.caption(f"Reads {corpus_inputs(page, count)} once (about {max(1, round(count * SECONDS_PER_INPUT))} s "
-                   "or less on two cores, a bar showing how far it has got; kept on this server for every session), "
+        seconds = round(SECONDS_FIXED + count * SECONDS_PER_INPUT)
+        st.caption(f"Reads {corpus_inputs(page, count)} once (up to about {seconds} s on two busy cores, a bar "
+                   "showing how far it has got; kept on this server for every session), "
                    "then draws every head's place on a map, each head's queries and keys, heads matched across "
                    "checkpoints and snapshots, and neurons' top examples.")
         return
