@@ -15,12 +15,12 @@ from .widgets import folded
 # Streamlit sizes its text in rem: a larger root font enlarges every label, so the back row can read them. The rest
 # fits a 1280 x 720 projector, where the figure has the window's height (regions(): all else in a column beside it):
 # little padding above the page, the view list and the lecture switch drawn at 80 %, less space between elements, and
-# the controls at 72 % (they are the lecturer's, not the room's); the folded warnings and link notices one line. Streamlit's header (the sidebar's » and the menu's
-# ⋮) is a strip over the side column only, SIDE_TOP_PX high, and the side column starts under it: nothing of ours lies
-# under the header, whose toolbar would take a click meant for the view list or the input; the figure's column starts
-# at the top. The output takes two lines at most, ending in "…" where there is more (shown while the pointer is on
-# it), the warnings two lines, scrolling beyond (a 64-token translation and three warnings about it would push the
-# controls down).
+# the controls at 72 % (they are the lecturer's, not the room's); the folded warnings and link notices one line.
+# Streamlit's header (the sidebar's » and the menu's ⋮) is a strip over the side column only, SIDE_TOP_PX high, and
+# the side column starts under it: nothing of ours lies under the header, whose toolbar would take a click meant for
+# the view list or the input; the figure's column starts at the top. The output takes two lines at most, ending in
+# "…" where there is more (shown while the pointer is on it), the warnings two lines, scrolling beyond (a 64-token
+# translation and three warnings about it would push the controls down).
 LECTURE_CSS = string.Template("""<style>
 html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 0.1rem 1.5rem 2rem; }
