@@ -187,6 +187,7 @@ def test_the_neurons_open_on_the_strongest_and_can_be_ordered_by_selectivity(ope
     selective = summary.neuron_order(layer, "selective")
     options = ok(at).selectbox(key="corpus_neuron").options  # "17 · 3.21 · 1 token, top 'la'"
     assert [int(option.split(" · ")[0]) for option in options] == list(selective["neuron"])
+    assert at.selectbox(key="corpus_neuron").value == selective["neuron"].iloc[0]  # the new order's first
     assert selective["tokens"].is_monotonic_increasing
     assert any("most selective first" in caption.value for caption in at.caption)
 

@@ -220,6 +220,8 @@ def neurons(page: Page, count: int, summary) -> None:
     order = once(summary.neuron_order, layers[index], by)
     labels = {int(n): f"{n} · {strongest:.2f} · {tokens} token{'s' if tokens > 1 else ''}, top {top!r}"
               for n, strongest, tokens, top in order.itertuples(index=False)}
+    if st.session_state.get("corpus_neuron_list") != (index, by):  # another layer or order opens on its first
+        st.session_state.update(corpus_neuron=int(order["neuron"].iloc[0]), corpus_neuron_list=(index, by))
     settle("corpus_neuron", list(labels), int(order["neuron"].iloc[0]))
     neuron = int(row.selectbox(f"Neuron, {ORDER_LABELS[by].lower()}", list(labels), key="corpus_neuron",
                                format_func=labels.get))
