@@ -535,7 +535,8 @@ def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path)
 
 def test_a_corpus_this_server_lacks_is_named_before_anything_runs(app, tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    shutil.copytree(CHECKPOINTS / "eng-fra", root / "eng-fra", ignore=shutil.ignore_patterns("snapshots"))
+    shutil.copytree(CHECKPOINTS / "eng-fra", root / "eng-fra",
+                    ignore=shutil.ignore_patterns("snapshots", "corpus_sample.json"))  # nor a sample of its own
     card = json.loads((root / "eng-fra" / "card.json").read_text())
     card["training"].update(data=["tatoeba=/nowhere/eng-fra.tsv"], dev_data=[])
     card["snapshots"] = []
