@@ -96,6 +96,7 @@ def test_joint_rollout_source_block_equals_the_viz_rollout():
     assert np.allclose(joint.sum(axis=1), 1.0)
 
 
+@pytest.mark.slow  # captum's integrated gradients beside ours (tens of seconds)
 def test_integrated_gradients_match_captum():
     # 2.5 blocks of rows: each block's backward passes run through a decoder pass cut after its last row, and a
     # block cut one position short, or rows given another block's targets, would differ from Captum's full passes.

@@ -119,7 +119,9 @@ def eos_bias_for_varied_lengths(model, tokenizer) -> float:
     return float(max(candidates, key=lambda b: (len(end_steps(float(b))), -float(b))))
 
 
-@pytest.fixture(scope="module", params=sorted(SHAPES))
+# The shared-vocabulary shape runs in the fast loop (-m "not slow"), the other two in the whole suite.
+@pytest.fixture(scope="module", params=[pytest.param(shape, marks=() if shape == "shared" else pytest.mark.slow)
+                                        for shape in sorted(SHAPES)])
 def converted(request, tmp_path_factory):
     """(their model in eval mode with eager attention, their tokenizer, our checkpoint) for one shape."""
     root = tmp_path_factory.mktemp(request.param)

@@ -276,6 +276,7 @@ def test_each_chunk_runs_in_the_callers_turn(reverse, pairs):
     assert turns == ["in", "out"] * (len(turns) // 2) and len(turns) // 2 == summaries.chunks(20)
 
 
+@pytest.mark.slow  # a t-SNE of every query and key (about a minute on a busy core)
 def test_the_t_sne_picture_of_the_mirror_head_puts_each_query_beside_the_key_it_reads(reverse, computed, cache):
     frame = tsne_picture(reverse, computed, MIRROR_HEAD, cache=cache)
     queries = frame[frame["side"] == "query"]

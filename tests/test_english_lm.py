@@ -58,6 +58,7 @@ def test_its_scores_on_random_tokens_are_those_on_its_card(english_lm):
         assert english_lm.card.metrics[name] == pytest.approx(measured[name], abs=5e-4), name
 
 
+@pytest.mark.slow  # the card's held-out figures computed again (tens of seconds)
 def test_its_held_out_perplexity_and_scores_on_english_repeated_are_those_on_its_card(english_lm):
     specs, dev_sets = corpora(english_lm.card)
     measured = lm_checkpoint_metrics(english_lm, [str(spec) for spec in specs],
