@@ -177,6 +177,8 @@ def test_in_a_browser_nothing_is_fetched_elsewhere_and_card_text_is_literal(tiny
                 page.goto(url)
                 page.wait_for_selector(".js-plotly-plot")
                 wait_for_rerun(page)
+                page.locator('summary:has-text("Model card")').click()  # folded under the input
+                page.locator('[data-testid="stExpanderDetails"]:has-text("**bold**")').first.wait_for()
                 page.screenshot(path=str(tmp_path / "hostile.png"), full_page=True)
                 body = page.inner_text("body")
             finally:
