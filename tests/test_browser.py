@@ -510,6 +510,7 @@ def test_across_inputs_reads_once_and_a_click_opens_the_head_or_the_sentence(shi
             page.wait_for_selector(".st-key-wide-figure-head-map .js-plotly-plot")
             wait_for_rerun(page, settle_s=0.5)
         screenshot(page, folder, "corpus-map")
+        page.locator(".st-key-wide-figure-head-map").scroll_into_view_if_needed()  # as a person scrolls to it
         point = page.evaluate(POINT_JS, "figure-head-map")
         page.mouse.click(point["x"], point["y"])
         kind, layer, head = point["data"]
