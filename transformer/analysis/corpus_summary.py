@@ -45,8 +45,8 @@ from .qk_space import (
 )
 
 FORMAT = 1  # of a cache entry: a change of what is stored changes every key
-SENTENCES = 200  # read by default: about a second for eng-fra
-MAX_SENTENCES = 1000  # the app's limit (about 10 s for eng-fra on two cores)
+SENTENCES = 200  # read by default: eng-fra's took 8-15 s on a busy two-core machine
+MAX_SENTENCES = 1000  # the app's limit (eng-fra's took 16 s on two free cores, 23-41 s on busy ones)
 PICTURE_SENTENCES = 200  # queries and keys pictured per head (thousands of points: drawn in a second)
 PICTURE_BYTES = 256 * 2**20  # the query and key vectors of every head held at once before projection
 TSNE_POINTS = 1000  # a t-SNE picture's points (on a busy two-core machine 4,000 took 29 s, 1,500 10 s)

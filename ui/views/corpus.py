@@ -21,7 +21,7 @@ from ui.view import View
 from ui.widgets import aside, controls, head_picker, head_title, show_figure, table_height
 
 MIN_SENTENCES = 10
-MAX_SENTENCES = 1000  # the most the app reads (about 20 s for eng-fra on two cores); more: python -m transformer.corpus
+MAX_SENTENCES = 1000  # the most the app reads (eng-fra: 23-41 s on two busy cores); more: python -m transformer.corpus
 PARTS = {"map": "Map of heads", "qk": "Queries and keys", "match": "Matched heads", "neurons": "Neurons"}
 PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
 COLOURS = {"position": "Position", "side": "Query or key", "token class": "Token class"}
