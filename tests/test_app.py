@@ -260,7 +260,7 @@ def test_lecture_mode_enlarges_figures_and_hides_extra_controls(app):
     assert at.download_button  # CSV, Parquet, JSON
     at.toggle(key="lecture").set_value(True).run()
     assert figure(ok(at))["layout"]["font"]["size"] == 24
-    assert not at.download_button
+    assert [button.key for button in at.download_button] == ["deck-pack"]  # only the sidebar's decks (» opens it)
     assert "values" not in [toggle.key for toggle in at.toggle]  # numbers in cells: not for the back row
     # A compact list on a projector, with the names the views have everywhere: students hear the name they see.
     assert at.selectbox(key="view").options == [view.label for view in VIEWS]
@@ -821,20 +821,21 @@ def reverse_checkpoints(tmp_path) -> Path:
     return root
 
 
-def test_a_typed_sentence_stays_across_checkpoints_of_one_task_and_an_example_gives_way(app, reverse_checkpoints,
-                                                                                         monkeypatch):
+def test_a_typed_sentence_stays_where_it_can_be_read_and_an_example_gives_way(app, reverse_checkpoints, monkeypatch):
     shutil.copytree(CHECKPOINTS / "reverse-1layer", reverse_checkpoints / "reverse-1layer")
     shutil.copytree(CHECKPOINTS / "dates", reverse_checkpoints / "dates")
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(reverse_checkpoints))
-    at = ok(app(checkpoint="reverse", text="typed42"))
-    at = ok(at.selectbox(key="checkpoint").select("reverse-1layer").run())
-    assert at.text_input(key="text").value == "typed42"  # another reverser: the lecturer's sentence stays
+    at = ok(app(checkpoint="reverse"))  # its first example
     at = ok(at.selectbox(key="checkpoint").select("dates").run())
     dates = transformer.load_checkpoint(reverse_checkpoints / "dates").card.examples
-    assert at.text_input(key="text").value == dates[0]  # another task: its own first example
+    assert at.text_input(key="text").value == dates[0]  # an example is the card's, never carried over
+    at = ok(at.text_input(key="text").input("typed42").run())
+    at = ok(at.selectbox(key="checkpoint").select("reverse-1layer").run())
+    assert at.text_input(key="text").value == "typed42"  # every piece is one the reverser knows: it stays
     at = ok(at.selectbox(key="checkpoint").select("reverse").run())
-    reverse = transformer.load_checkpoint(reverse_checkpoints / "reverse").card.examples
-    assert at.text_input(key="text").value == reverse[0]  # an example is the card's, never carried over
+    assert at.text_input(key="text").value == "typed42"
+    at = ok(at.selectbox(key="checkpoint").select("dates").run())
+    assert at.text_input(key="text").value == "typed42"  # typed there: it comes back
 
 
 def test_a_link_to_layer_1_opens_layer_1(app, reverse_checkpoints, monkeypatch):

@@ -9,11 +9,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from transformer.io.safety import OutputOverInput, refuse_output_over_inputs
 from ui.deck import DeckError, read_deck
 from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
 from ui.deck.parse import decks_dir
-from ui.passes import checkpoints_dir
+from ui.passes import OutputOverInput, checkpoints_dir, refuse_output_over_inputs
 
 
 def check_output(output: Path, replace: bool) -> None:

@@ -14,6 +14,14 @@ from . import passes
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable, first_difference
 from .state import FINAL
 
+# What the Across inputs view promises and bounds, as the library measured and set them (a view imports no transformer
+# module: it reads them here).
+MATCH_SENTENCES = passes.corpus_summary.MATCH_SENTENCES
+NEURON_ORDERS = passes.corpus_summary.NEURON_ORDERS
+SECONDS_FIXED = passes.corpus_summary.SECONDS_FIXED
+SECONDS_PER_INPUT = passes.corpus_summary.SECONDS_PER_INPUT
+TSNE_POINTS = passes.corpus_summary.TSNE_POINTS
+
 TYPED_TARGET = "Typed target, teacher-forced"  # what the decoder reads where a target replaced the model's output
 
 

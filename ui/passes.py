@@ -69,7 +69,13 @@ from transformer.io.checkpoint import (
     read_tokenizer,
 )
 from transformer.io.disk_cache import DiskCache, model_digest
-from transformer.io.safety import BYTES_PER_ATTENTION_VALUE, PASS_BUDGET_BYTES, read_bytes
+from transformer.io.safety import (  # noqa: F401 - re-exported: ui.pack's refusal (it imports no transformer)
+    BYTES_PER_ATTENTION_VALUE,
+    PASS_BUDGET_BYTES,
+    OutputOverInput,
+    read_bytes,
+    refuse_output_over_inputs,
+)
 from transformer.model.config import TransformerConfig
 from transformer.model.hooks import INSIDE_HOOKS, attention_site
 from transformer.model.hooks import attention_name as attention_name  # re-exported: ui.frame reads a link's short names

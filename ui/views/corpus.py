@@ -6,15 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 import viz
-from transformer.analysis.corpus_summary import (
-    MATCH_SENTENCES,
-    NEURON_ORDERS,
-    SECONDS_FIXED,
-    SECONDS_PER_INPUT,
-    TSNE_POINTS,
-)
 from ui.analysis import KIND_LABELS
-from ui.page import Page
+from ui.page import MATCH_SENTENCES, NEURON_ORDERS, SECONDS_FIXED, SECONDS_PER_INPUT, TSNE_POINTS, Page
 from ui.shared import once
 from ui.state import draw, settle
 from ui.view import View

@@ -6,10 +6,8 @@ import numpy as np
 import streamlit as st
 
 import viz
-from transformer.analysis.lens import SUBLAYERS
 from ui.literal_text import plain
 from ui.page import Page
-from ui.passes import Lens
 from ui.shared import once
 from ui.state import MAX_INPUT_CHARS, settle
 from ui.view import View
@@ -71,13 +69,15 @@ def render(page: Page) -> None:
     if with_lens:
         show_lens(page, lens)
 
-def show_lens(page: Page, lens: Lens) -> None:
+
+def show_lens(page: Page, lens) -> None:
     """The logit lens and its caption. On a projector too narrow for a column per sublayer, a column per layer
     (the residual stream after it)."""
     pieces = np.array(lens.top_pieces, dtype=object)
-    layer_ends = range(len(SUBLAYERS) - 1, len(lens.stages), len(SUBLAYERS))
+    layer = [stage.split()[0] for stage in lens.stages]  # "L1 cross": each stage names its layer first
+    layer_ends = [i for i in range(len(layer)) if i + 1 == len(layer) or layer[i + 1] != layer[i]]
     show_figure(page, once(viz.logit_lens_figure, list(lens.stages), list(lens.tgt_tokens), pieces, lens.top_probs,
-                           layer_ends=list(layer_ends), theme=page.theme), "logit-lens")
+                           layer_ends=layer_ends, theme=page.theme), "logit-lens")
     st.caption("Logit lens: each decoder sublayer's residual stream through the final norm and the output projection. "
                f"The last stage, “{lens.stages[-1]}”, is the model's own prediction.")
 
