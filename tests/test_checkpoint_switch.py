@@ -8,23 +8,14 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from benchmarks.chromium import RUN_S
-from helpers import APP
-
 pytestmark = pytest.mark.slow
 CHECKPOINTS = Path(__file__).parents[1] / "checkpoints"
 
 
-@pytest.fixture
-def app(monkeypatch):
+@pytest.fixture(autouse=True)
+def shipped(app, monkeypatch):
+    """conftest's app, on the shipped checkpoints."""
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(CHECKPOINTS))
-
-    def start(**query) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=RUN_S)
-        at.query_params.update(query)
-        return at.run()
-
-    return start
 
 
 def switch(at: AppTest, name: str) -> AppTest:

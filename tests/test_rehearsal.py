@@ -126,6 +126,17 @@ def pick(page, selectbox: str, option: str) -> None:
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
 
 
+def type_input(page, text: str) -> None:
+    """Click into the input box (which must then have the focus), replace what is there with `text` and press Enter,
+    as a lecturer does."""
+    click_centre(page, ".st-key-text input")
+    assert page.evaluate("document.activeElement === document.querySelector('.st-key-text input')")
+    page.keyboard.press("Control+A")
+    page.keyboard.type(text)
+    page.keyboard.press("Enter")
+    idle(page)
+
+
 def press(page, key: str, times: int) -> None:
     for _ in range(times):
         page.keyboard.press(key)
@@ -142,12 +153,7 @@ def test_every_control_of_the_attention_view_takes_the_mouse(server, browser, vi
         if not lecture:
             box = page.locator('.st-key-text input').bounding_box()
             assert box and box["y"] + box["height"] <= viewport["height"], "the input box is below the first screen"
-        click_centre(page, ".st-key-text input")
-        assert page.evaluate("document.activeElement === document.querySelector('.st-key-text input')")
-        page.keyboard.press("Control+A")
-        page.keyboard.type("The children are playing in the garden.")
-        page.keyboard.press("Enter")
-        idle(page)
+        type_input(page, "The children are playing in the garden.")
         assert query(page)["text"] == "The children are playing in the garden."
         assert shown(page)["input"] == "The children are playing in the garden."
         click_centre(page, f'.st-key-layer button:has(:text-is("{"L1" if lecture else "1"}"))')
@@ -246,11 +252,7 @@ def test_present_opens_the_first_slide_on_its_own_checkpoint_and_text(server, br
 def test_a_checkpoint_switch_and_back_keeps_the_typed_sentence(server, browser):
     page = open_page(browser, f"{server}?checkpoint=eng-fra", LAPTOP)
     try:
-        click_centre(page, ".st-key-text input")
-        page.keyboard.press("Control+A")
-        page.keyboard.type("My neighbour painted his fence green.")
-        page.keyboard.press("Enter")
-        idle(page)
+        type_input(page, "My neighbour painted his fence green.")
         for name in ("reverse", "eng-fra"):
             pick(page, ".st-key-checkpoint", name)
             idle(page)
