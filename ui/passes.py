@@ -43,6 +43,7 @@ from transformer import (
 )
 from transformer.analysis import attribution, corpus_heads, corpus_summary
 from transformer.analysis.forced import aligned_foil, contrast, force, sequence_log_prob
+from transformer.analysis.head_map import FINAL as FINAL  # re-exported: ui.state's name of the final weights
 from transformer.analysis.head_map import ROLE_THRESHOLD, roles_no_head_reaches
 from transformer.analysis.lens import logit_lens
 from transformer.analysis.patching import patch_texts
@@ -86,7 +87,6 @@ from . import memory, turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
 from .memory import ServerBusy as ServerBusy  # re-exported: ui.frame shows it in place of the view
 from .shared import current_session, expiring, session_is_open, shared_pass
-from .state import FINAL
 from .warnings import worded
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step

@@ -13,10 +13,11 @@ from collections.abc import Callable, Collection, Mapping
 import streamlit as st
 from streamlit.runtime.state import query_params as streamlit_query_params
 
+from .passes import FINAL  # the trained model, listed after the card's snapshots
+
 MAX_INPUT_CHARS = 1000  # keeps links short; far beyond every model's max_len anyway
 MAX_LINK_ITEMS = 64  # of a link's list (heads to switch off, dimensions to plot): more than any model shown here has
 DEFAULT_BEAM_SIZE = 4  # when beam search is picked and neither the link nor the card says how wide
-FINAL = "final"  # the trained model, listed after the card's snapshots
 DEFAULT_CHECKPOINT = "eng-fra"  # the translator the README opens with; where it is missing, the first loadable folder
 
 

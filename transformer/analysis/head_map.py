@@ -53,7 +53,7 @@ POSITION_BINS = 8  # bins of normalised query and key position, for comparing he
 ROLE_THRESHOLD = 0.4  # a head has a role where the role's statistic, averaged over the corpus, exceeds this
 ROLES = {"previous_share": "previous-token", "induction_share": "induction", "diagonal_share": "diagonal",
          "first_share": "first-token", "eos_share": "end-of-sentence"}
-FINAL = "final"  # follow_head's name for the checkpoint's own (final) weights
+FINAL = "final"  # the checkpoint's own (final) weights, named beside its training snapshots (here and in the app)
 
 
 @dataclass(frozen=True)
