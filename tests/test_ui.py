@@ -198,15 +198,33 @@ def test_the_output_caption_names_the_cards_penalties():
     assert decoding_text(1, eng_fra) == "greedy"  # greedy has no penalties to name
 
 
-def test_charts_are_written_by_the_json_engine_as_orjson_would_write_them():
-    """ui.widgets picks plotly.io's json engine (orjson's first walks every cell in Python): the same figure, down to
+def test_importing_the_app_sets_no_library_state():
+    """Importing a module changes no process-wide setting of a library (plotly's JSON engine and template, numpy's
+    error handling, torch's threads and default dtype): a program that imports ui, viz or transformer keeps its own.
+    In a fresh interpreter, after Streamlit (which brings its own plotly template), as nothing has imported ours yet."""
+    import subprocess
+    import sys
+
+    settings = ("(pio.json.config.default_engine, pio.templates.default, np.geterr(), torch.get_num_threads(), "
+                "torch.get_default_dtype())")
+    code = (f"import numpy as np, plotly.io as pio, streamlit, torch; before = {settings}; "
+            "import app, ui.frame, ui.pack, viz, transformer, transformer.analysis.head_map; "
+            f"after = {settings}; assert before == after, (before, after)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_charts_are_written_by_the_json_engine_as_orjson_would_write_them(monkeypatch):
+    """A page picks plotly.io's json engine (orjson's first walks every cell in Python): the same figure, down to
     its NaN cells, its escaped labels and its non-ASCII pieces."""
     import json
 
     import plotly.io as pio
 
-    import ui.widgets  # noqa: F401 - sets the engine
+    from ui.widgets import write_charts_with_the_json_engine
 
+    monkeypatch.setattr(pio.json.config, "default_engine", pio.json.config.default_engine)  # put back after
+    write_charts_with_the_json_engine()
     assert pio.json.config.default_engine == "json"
     pytest.importorskip("orjson")
     tokens = ["▁<b>x</b>", "▁&amp;", "▁été", *(f"▁t{i}" for i in range(9))]

@@ -58,6 +58,7 @@ PICKER_CSS = """<style>
 
 
 def draw_page() -> None:
+    widgets.write_charts_with_the_json_engine()
     turns.arrived()
     with passes.MEMORY.rerun(), turns.page():  # the page holds its passes' results until it is drawn
         draw_frame()

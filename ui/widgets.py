@@ -21,17 +21,20 @@ from .analysis import KIND_LABELS
 from .page import Page
 from .state import URL_STATE, draw
 
-# st.plotly_chart writes each chart's JSON for every session that draws it, through plotly.io.to_json's default
-# engine. Where orjson is installed (Streamlit suggests it), that engine first walks every value of the figure in
-# Python to clean it: for our heatmaps, whose cells are lists of floats, 4 to 9 times slower than the json engine
-# (0.2 against 1.8 ms at 24 tokens, 2.7 against 10 ms at 64), for the same bytes.
-plotly.io.json.config.default_engine = "json"
-
 PROBABILITY = st.column_config.ProgressColumn(format="%.3f", min_value=0.0, max_value=1.0)
 OUTPUT_HELP = "The model's output as plain text: its pieces joined, nothing read as Markdown or HTML."
 TYPED_TARGET_HELP = ("The target typed in the sidebar, not the model's output: the decoder reads it piece by piece "
                "(teacher forcing), and every view shows the attention for it. Shown as plain text.")
 EMPTY_OUTPUT = "(empty: the model ended at once)"
+
+
+def write_charts_with_the_json_engine() -> None:
+    """st.plotly_chart writes each chart's JSON for every session that draws it, through plotly.io.to_json's default
+    engine. Where orjson is installed (Streamlit suggests it), that engine first walks every value of the figure in
+    Python to clean it: for our heatmaps, whose cells are lists of floats, 4 to 9 times slower than the json engine
+    (0.2 against 1.8 ms at 24 tokens, 2.7 against 10 ms at 64), for the same bytes. The engine is process-wide, so
+    the app picks it where a page starts (ui.frame.draw_page), never on import."""
+    plotly.io.json.config.default_engine = "json"
 
 
 FOLDED_CHARS = 90  # of the first message, on a folded line: one line at 1280 pixels in lecture mode's large text
