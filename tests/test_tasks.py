@@ -10,11 +10,13 @@ import pytest
 from transformer.data.tasks import (
     CORPUS_TASKS,
     DATE_FORMATS,
+    INPUT_CAVEATS,
     LANGUAGE_MODEL_TASKS,
     TASKS,
     date_example,
     format_date,
     generate,
+    input_caveats,
     ordinal,
     reverse_example,
 )
@@ -217,3 +219,15 @@ def test_a_language_model_of_a_corpus_is_read_not_generated():
     assert "lm" in LANGUAGE_MODEL_TASKS and CORPUS_TASKS == {"translate", "lm"} and not CORPUS_TASKS & set(TASKS)
     with pytest.raises(ValueError, match="unknown task 'lm'"):
         generate("lm", 10, seed=0)
+
+
+def test_a_task_names_its_own_caveats():
+    """The registry says which task warns about what: the dates task about years it never saw (and only those), a
+    task without an entry about nothing, whatever the text."""
+    assert set(INPUT_CAVEATS) <= set(TASKS) | CORPUS_TASKS
+    (caveat,) = input_caveats("dates", "14 July 1789, 3 May 2021 and 1 June 2100")
+    assert caveat.code == "years_out_of_range" and caveat.values == {"years": [1789, 2100], "first": 1900,
+                                                                      "last": 2099}
+    assert input_caveats("dates", "14 July 1989") == []
+    assert input_caveats("reverse", "14 July 1789") == input_caveats("translate", "14 July 1789") == []
+

@@ -123,6 +123,15 @@ def date_example(rng: random.Random, fmt: str | None = None) -> tuple[str, str]:
     return format_date(d, fmt), d.isoformat()
 
 
+def years_out_of_range(text: str) -> list[Caveat]:
+    """A year of `text` outside the dates task's training range, which the model turns into some year inside it."""
+    years = [int(year) for year in re.findall(r"(?<!\d)\d{4}(?!\d)", text)]
+    outside = [year for year in years if not FIRST_DATE.year <= year <= LAST_DATE.year]
+    if not outside:
+        return []
+    return [Caveat("years_out_of_range", {"years": outside, "first": FIRST_DATE.year, "last": LAST_DATE.year})]
+
+
 # ----------------------------------------------------------------------------- induction
 
 # Mostly lower-case letters, as typed text is; the rest so that a typed sentence's characters are in the vocabulary.
@@ -162,6 +171,11 @@ TASKS: dict[str, Callable[[random.Random], tuple[str, str]]] = {
 # paragraphs (transformer/data/corpora.py's sentence_splits and packed_examples), not generated here.
 LANGUAGE_MODEL_TASKS = frozenset({"induction", "lm"})
 CORPUS_TASKS = frozenset({"translate", "lm"})  # read from corpora (--data), where the others are generated
+# What a user should know before trusting a task's output on an input: task -> (the input's text -> caveats). A task
+# without an entry has none.
+INPUT_CAVEATS: dict[str, Callable[[str], list[Caveat]]] = {
+    "dates": years_out_of_range,
+}
 
 
 def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:
@@ -172,13 +186,7 @@ def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:
     return [TASKS[task](rng) for _ in range(n)]
 
 
-def input_warnings(task: str, text: str) -> list[Caveat]:
-    """What a user should know before trusting the output on `text`: a year outside the dates task's training range
-    is turned into some year inside it."""
-    if task != "dates":
-        return []
-    years = [int(year) for year in re.findall(r"(?<!\d)\d{4}(?!\d)", text)]
-    outside = [year for year in years if not FIRST_DATE.year <= year <= LAST_DATE.year]
-    if not outside:
-        return []
-    return [Caveat("years_out_of_range", {"years": outside, "first": FIRST_DATE.year, "last": LAST_DATE.year})]
+def input_caveats(task: str, text: str) -> list[Caveat]:
+    """What a user should know before trusting the output of a model of `task` on `text` (INPUT_CAVEATS)."""
+    caveats = INPUT_CAVEATS.get(task)
+    return caveats(text) if caveats else []

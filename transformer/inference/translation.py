@@ -13,7 +13,7 @@ from typing import TypeVar
 import torch
 
 from ..data.recipes import JOINED_PAIRS
-from ..data.tasks import input_warnings
+from ..data.tasks import input_caveats
 from ..io.caveats import Caveat
 from ..io.checkpoint import LoadedCheckpoint
 from ..io.safety import PASS_BUDGET_BYTES
@@ -228,7 +228,7 @@ class Checkpoint(LoadedCheckpoint):
 
     def _input_warnings(self, read: InputText, ids: list[int], cut: int) -> list[Caveat]:
         """What the user should know about the input before trusting the output: cut off, longer than anything
-        trained on, years outside the training range, words never seen, pieces the vocabulary lacks."""
+        trained on, its task's own (data.tasks.INPUT_CAVEATS), words never seen, pieces the vocabulary lacks."""
         warnings = []
         # Lengths in pieces, as typed; max_len counts tokens, the pieces and the </s> after them (the source axis).
         by_memory = self.pass_len < self.config.max_len  # the memory budget, not the model, sets the limit
@@ -249,7 +249,7 @@ class Checkpoint(LoadedCheckpoint):
             joined = any(self.card.training.get(setting) for setting in JOINED_PAIRS)
             warnings.append(Caveat("longer_than_trained", {"pieces": len(ids) - 1, "longest": longest,
                                                            "joined": joined}))
-        warnings += input_warnings(self.card.task, read.normalized)
+        warnings += input_caveats(self.card.task, read.normalized)  # its task's own (the task registry)
         unseen = self.unseen_words(read)
         if unseen:
             warnings.append(Caveat("unseen_words", {"words": unseen}))
