@@ -18,6 +18,7 @@ from helpers import ROOT, outputs, plotly_values
 from transformer import load_checkpoint
 from transformer.io.convert import main
 from ui.views import VIEWS
+from viz.conventions import KIND_LABELS as LABELS
 
 pytest.importorskip("transformers", reason="the converted folders are written with transformers (requirements-dev)")
 from families import SHAPES, save_family  # after the skip
@@ -43,7 +44,6 @@ def app_checkpoints(tmp_path_factory):
     return root / "checkpoints"
 
 
-LABELS = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
 ARCHITECTURES = {("decoder.self_attn",): "decoder-only", ("encoder.self_attn",): "encoder-only"}
 
 

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from helpers import PAD, count_calls, random_batch, run_together, small_model
 from transformer import KIND_SIDES, ablate, capture
-from transformer.model.hooks import attention_name
+from transformer.model.sites import attention_name
 
 
 def test_capture_does_not_change_outputs(model):

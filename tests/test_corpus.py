@@ -69,7 +69,7 @@ def test_corpus_rows_match_viz_head_statistics(tiny_checkpoint, tmp_path):
         assert np.allclose(ours[column].to_numpy(), expected[column].to_numpy(), atol=1e-5, equal_nan=True), column
 
 
-def test_rank_and_top_sentences(tiny_checkpoint, tmp_path):
+def test_rank_and_top_sentences(tiny_checkpoint, tmp_path, capsys):
     checkpoint = load_checkpoint(tiny_checkpoint)
     out = tmp_path / "heads.parquet"
     run(checkpoint, out, corpus_pairs(checkpoint, 7), batch_size=3, progress=False)
@@ -89,6 +89,12 @@ def test_rank_and_top_sentences(tiny_checkpoint, tmp_path):
     assert set(pq.read_table(short).to_pandas()["kind"]) == {"encoder.self", "decoder.self", "decoder.cross"}
     assert rank_heads(short, "eos_share").equals(ranked)
     assert top_sentences(short, "decoder.cross", 0, 1, "eos_share", n=3).equals(top)
+    for head in ("decoder.cross_attn.0.1", "decoder.0.cross:1", "decoder.layers.0.cross_attn:1"):  # any spelling
+        main(["top", str(out), "--head", head, "--statistic", "eos_share", "--top", "3"])
+        assert capsys.readouterr().out == top.to_string(index=False) + "\n"
+    with pytest.raises(SystemExit):
+        main(["top", str(out), "--head", "decoder.cross_attn.0", "--statistic", "eos_share"])  # a site, no head
+    assert "names no head" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown statistic"):
         rank_heads(out, "nonsense")
     assert set(STATISTICS) <= set(table.columns)

@@ -23,7 +23,7 @@ from transformer.analysis.head_map import match_heads
 from transformer.analysis.qk_space import nearest_keys
 from transformer.io.checkpoint import read_config
 from transformer.io.disk_cache import DiskCache
-from transformer.model.record import ATTENTION_KINDS
+from transformer.model.sites import ATTENTION_KINDS
 
 pytestmark = pytest.mark.slow  # every test runs the whole app (AppTest)
 COUNT = 24

@@ -9,9 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer import CheckpointError, TransformerConfig, capture
+from transformer import CheckpointError, Site, TransformerConfig, capture
 from transformer.io.checkpoint import attention_values, expected_state, read_config
-from transformer.model.hooks import site_kind
 from transformer.model.model import Transformer
 
 SMALL = dict(src_vocab_size=40, tgt_vocab_size=40, d_model=24, num_heads=3, d_ff=32, max_len=20, dropout=0.0)
@@ -46,7 +45,7 @@ def test_each_shape_has_only_its_parts_under_the_same_hook_names(stacks, kinds):
         logits = model(*inputs)
     assert logits.shape == (2, 7, 40)
     assert model.config.kinds == kinds
-    assert {site_kind(site) for site in record} == set(kinds)
+    assert {Site.parse(site).kind for site in record} == set(kinds)
     if "decoder.self_attn" in kinds:
         assert "decoder.layers.0.self_attn.hook_pattern" in record.hooks
     assert ("decoder.layers.0.cross_attn.hook_pattern" in record.hooks) == (stacks == "encoder-decoder")

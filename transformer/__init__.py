@@ -31,7 +31,8 @@ from .model.device import atlas_device, model_device
 from .model.hooks import HookPoint, hook_points
 from .model.masks import causal_mask, decoder_mask, padding_mask
 from .model.model import Transformer
-from .model.record import ATTENTION_KINDS, KIND_SIDES, AttentionRecord
+from .model.record import AttentionRecord
+from .model.sites import ATTENTION_KINDS, KIND_SIDES, Site
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -76,4 +77,5 @@ __all__ = [
     "hook_points",
     "padding_mask",
     "resolve_checkpoint",
+    "Site",
 ]

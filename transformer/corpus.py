@@ -43,6 +43,7 @@ from .data.tasks import CORPUS_TASKS
 from .inference.translation import Checkpoint
 from .io.disk_cache import DiskCache
 from .io.safety import OutputOverInput, refuse_output_over_inputs
+from .model.sites import Site, parse_head
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -73,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rank_parser.add_argument("--top", type=int, default=10)
     top_parser = commands.add_parser("top", help="sentences where one head's statistic is highest")
     top_parser.add_argument("parquet")
-    top_parser.add_argument("--head", required=True, help="kind.layer.head, e.g. decoder.self_attn.1.2")
+    top_parser.add_argument("--head", required=True, type=_head,
+                            help="one head: kind.layer.head (decoder.self_attn.1.2) or site:head (decoder.1.self:2)")
     top_parser.add_argument("--statistic", default="previous_share", choices=list(STATISTICS))
     top_parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
@@ -83,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "rank":
         print(rank_heads(args.parquet, args.statistic).head(args.top).to_string(index=False))
     elif args.command == "top":
-        kind, layer, head = args.head.rsplit(".", 2)
-        frame = top_sentences(args.parquet, kind, int(layer), int(head), args.statistic, args.top)
+        site, head = args.head
+        frame = top_sentences(args.parquet, site.kind, site.layer, head, args.statistic, args.top)
         print(frame.to_string(index=False))
     else:
         torch.set_num_threads(args.threads)
@@ -113,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                   f"peak memory {peak_memory_mib():.0f} MiB", flush=True)
         if distributed:
             dist.destroy_process_group()
+
+
+def _head(text: str) -> tuple[Site, int]:
+    """--head's value: one head in any spelling transformer.model.sites reads."""
+    try:
+        return parse_head(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _sample(folder: str, count: int) -> str:

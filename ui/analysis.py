@@ -12,9 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import viz
-
-# The attention kinds as the figures name them (viz's own kind names).
-KIND_LABELS = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
+from viz.conventions import KIND_LABELS as KIND_LABELS  # the kinds as figures and controls name them, for the views
 
 
 class Unavailable(Exception):

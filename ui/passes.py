@@ -78,9 +78,10 @@ from transformer.io.safety import (  # noqa: F401 - re-exported: ui.pack's refus
     refuse_output_over_inputs,
 )
 from transformer.model.config import TransformerConfig
-from transformer.model.hooks import INSIDE_HOOKS, attention_site
-from transformer.model.hooks import attention_name as attention_name  # re-exported: ui.frame reads a link's short names
+from transformer.model.hooks import INSIDE_HOOKS
 from transformer.model.positional import rotary_frequencies as model_rotary_frequencies
+from transformer.model.sites import Site
+from transformer.model.sites import attention_name as attention_name  # re-exported: ui.frame reads a link's spellings
 from transformer.training import faithfulness
 
 from . import memory, turns
@@ -88,6 +89,12 @@ from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAtte
 from .memory import ServerBusy as ServerBusy  # re-exported: ui.frame shows it in place of the view
 from .shared import current_session, expiring, session_is_open, shared_pass
 from .warnings import worded
+
+
+def attention_site(kind: str, layer: int) -> str:
+    """The name of `kind`'s site in `layer`, as passes, views and links hold it: 'decoder.layers.1.cross_attn'."""
+    return Site(kind, layer).name
+
 
 TOP_CANDIDATES = 5  # next pieces listed per decoding step
 SHAPED_PIECES = 10  # pieces whose probabilities a sampled step shows before and after temperature and truncation

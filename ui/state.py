@@ -293,12 +293,11 @@ def restore() -> None:
 
 def current_attention_names(attention_name: Callable[[str], str]) -> None:
     """Give the view's attention kind and switched-off heads (`ablate`: site:head) their own names, through
-    `attention_name` (ui.passes'): a link or slide written with the short names ('decoder.cross', 'decoder.0.cross:1')
-    shows the view its own names show. Called on every run once the link's and the slide's values are in, before any
-    widget is drawn."""
+    `attention_name` (ui.passes'): a link or slide written with any spelling of them ('decoder.cross',
+    'decoder.0.cross:1', 'decoder.cross_attn.0.1') shows the view its own names show. Called on every run once the
+    link's and the slide's values are in, before any widget is drawn."""
     st.session_state.kind = attention_name(st.session_state.kind)
-    st.session_state.ablate = [attention_name(site) + colon + head
-                               for site, colon, head in (item.partition(":") for item in st.session_state.ablate)]
+    st.session_state.ablate = [attention_name(item) for item in st.session_state.ablate]
 
 
 def settle(name: str, allowed: Collection, fallback: object = None) -> object:

@@ -9,7 +9,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-KINDS = ("encoder self", "decoder self", "cross")
+# The attention kinds: the model's name of each (its sites' names less the layer, transformer.model.sites), the name
+# figures and controls give it, and its marker in maps of heads. The one table of them that viz and the app read.
+KIND_TABLE = {"encoder.self_attn": ("encoder self", "circle"),
+              "decoder.self_attn": ("decoder self", "square"),
+              "decoder.cross_attn": ("cross", "diamond")}
+KIND_LABELS = {kind: label for kind, (label, _) in KIND_TABLE.items()}
+KIND_SYMBOLS = {kind: symbol for kind, (_, symbol) in KIND_TABLE.items()}
+KINDS = tuple(KIND_LABELS.values())  # the keys of viz's tables of several kinds (each_kind)
 
 PAD_TOKEN = "<pad>"
 EOS_TOKEN = "</s>"

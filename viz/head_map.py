@@ -9,12 +9,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from .conventions import KIND_LABELS, KIND_SYMBOLS
 from .labels import safe_label
 from .layout import LEGEND_SYMBOL_PX, LINE_EM, picture_height, text_px
 from .theme import Theme, themed
 
-KIND_NAMES = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self", "decoder.cross_attn": "cross"}
-KIND_SYMBOLS = {"encoder.self_attn": "circle", "decoder.self_attn": "square", "decoder.cross_attn": "diamond"}
 # Shown in a head's hover, where the table has them: the role statistics, then how spread its rows are.
 HOVER_STATISTICS = {"previous_share": "previous token", "induction_share": "induction", "diagonal_share": "diagonal",
                     "first_share": "first token", "eos_share": "end of sentence", "entropy": "entropy (nats)"}
@@ -27,7 +26,7 @@ MAX_DIVERGENCE = math.log(2)  # the Jensen-Shannon divergence's largest value (n
 
 
 def _kind_name(kind: object) -> str:
-    return KIND_NAMES.get(str(kind), str(kind))
+    return KIND_LABELS.get(str(kind), str(kind))
 
 
 def _symbol(kind: object) -> str:

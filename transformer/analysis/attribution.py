@@ -40,6 +40,7 @@ from torch import nn
 from ..model.capture import capture, patch
 from ..model.model import Transformer
 from ..model.record import AttentionRecord
+from ..model.sites import Site
 
 
 @dataclass
@@ -211,22 +212,22 @@ def alti_stages(model: Transformer, record: AttentionRecord) -> list[np.ndarray]
     stages = []
     with torch.no_grad():
         for i, layer in enumerate(model.encoder.layers):
+            site = Site("encoder.self_attn", i)
             terms, output = block_terms(layer.attn_residual, layer.self_attn,
-                                        hooks[f"encoder.layers.{i}.hook_resid_pre"],
-                                        record[f"encoder.layers.{i}.self_attn"][0])
+                                        hooks[f"{site.layer_name}.hook_resid_pre"], record[site][0])
             stage = np.eye(tgt_len + src_len)
             stage[source, source] = token_contributions(output, terms).numpy()
             stages.append(stage)
         for i, layer in enumerate(model.decoder.layers):
+            site = Site("decoder.self_attn", i)
             terms, output = block_terms(layer.self_attn_residual, layer.self_attn,
-                                        hooks[f"decoder.layers.{i}.hook_resid_pre"],
-                                        record[f"decoder.layers.{i}.self_attn"][0])
+                                        hooks[f"{site.layer_name}.hook_resid_pre"], record[site][0])
             stage = np.eye(tgt_len + src_len)
             stage[target, target] = token_contributions(output, terms).numpy()
             stages.append(stage)
+            site = Site("decoder.cross_attn", i)
             terms, output = block_terms(layer.cross_attn_residual, layer.cross_attn,
-                                        hooks[f"decoder.layers.{i}.hook_resid_mid"],
-                                        record[f"decoder.layers.{i}.cross_attn"][0], memory)
+                                        hooks[f"{site.layer_name}.hook_resid_mid"], record[site][0], memory)
             shares = token_contributions(output, terms).numpy()  # (tgt_len, 1 + src_len): own residual first
             stage = np.eye(tgt_len + src_len)
             stage[target, target] *= shares[:, :1]

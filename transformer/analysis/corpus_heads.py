@@ -37,8 +37,7 @@ from ..io.safety import CheckpointError
 from ..io.text import source_ids, target_ids
 from ..io.tokenizer import Tokenizer
 from ..model.capture import capture
-from ..model.hooks import attention_name
-from ..model.record import ATTENTION_KINDS, KIND_SIDES
+from ..model.sites import ATTENTION_KINDS, KIND_SIDES, parse_kind
 from .corpus_sample import SAMPLE_FILE, read_sample
 
 # Per (sentence, head): a mean over the sentence's query rows that are not padding and may attend to more than one
@@ -235,11 +234,11 @@ def run(checkpoint: Checkpoint, out: str | Path, pairs: Iterable[tuple[str, str]
 
 def _head_rows(path: str | Path, columns: list[str], filter=None) -> Iterator[pd.DataFrame]:
     """The file's rows, a row group at a time (bounded memory), only `columns`; kinds by their own names (a file
-    that holds the short ones, 'decoder.cross', reads the same)."""
+    that holds other spellings, 'decoder.cross', reads the same)."""
     file = pq.ParquetFile(path)
     for group in range(file.num_row_groups):
         frame = file.read_row_group(group, columns=columns).to_pandas()
-        frame["kind"] = frame["kind"].map({kind: attention_name(kind) for kind in frame["kind"].unique()})
+        frame["kind"] = frame["kind"].map({kind: parse_kind(kind) for kind in frame["kind"].unique()})
         yield frame if filter is None else frame[filter(frame)]
 
 
@@ -260,11 +259,11 @@ def rank_heads(path: str | Path, statistic: str) -> pd.DataFrame:
 
 
 def top_sentences(path: str | Path, kind: str, layer: int, head: int, statistic: str, n: int = 10) -> pd.DataFrame:
-    """The `n` sentences where one head's `statistic` is highest: sentence, value, source, target. `kind` may be
-    given by its short name ('decoder.self')."""
+    """The `n` sentences where one head's `statistic` is highest: sentence, value, source, target. `kind`: any
+    spelling of a kind ('decoder.self')."""
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; choose from {list(STATISTICS)}")
-    kind = attention_name(kind)
+    kind = parse_kind(kind)
     best: list[tuple[float, int, str, str]] = []
     for frame in _head_rows(path, ["sentence", "kind", "layer", "head", statistic, "source", "target"],
                             lambda f: (f["kind"] == kind) & (f["layer"] == layer) & (f["head"] == head)):

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from ..inference.translation import Checkpoint
 from ..io.disk_cache import Arrays, DiskCache, key_of, model_digest
 from ..model.model import Transformer
-from ..model.record import KIND_SIDES
+from ..model.sites import KIND_SIDES
 from .corpus_heads import STATISTICS, corpus_pairs, process_share
 from .head_map import BATCH_SIZE as PATTERN_BATCH
 from .head_map import HeadPatterns, _heads_of, follow_head, head_map, head_patterns, match_heads

@@ -33,9 +33,8 @@ from scipy.optimize import linear_sum_assignment
 from ..data.corpora import collate
 from ..inference.translation import Checkpoint, load_checkpoint
 from ..model.capture import capture
-from ..model.hooks import attention_name
 from ..model.model import Transformer
-from ..model.record import ATTENTION_KINDS, KIND_SIDES
+from ..model.sites import ATTENTION_KINDS, KIND_SIDES, parse_kind
 from .corpus_heads import (
     STATISTICS,
     after_repeat,
@@ -436,13 +435,13 @@ def follow_head(checkpoint: Checkpoint | str | Path, kind: str, layer: int, head
                 ) -> pd.DataFrame:
     """One head of the final weights followed back through training: for each snapshot (in training order) and the
     final weights, the head matched to it (match_heads against the final weights), its divergence and statistics.
-    `kind` may be a short name ('decoder.self'). Every snapshot is loaded at once, so that the corpus is read once.
+    `kind`: any spelling of a kind ('decoder.self'). Every snapshot is loaded at once, so that the corpus is read once.
 
     Columns: snapshot (FINAL for the final weights), step, layer, head, divergence, role, the ROLES statistics, and
     first_above: True on the first row whose `statistic` (default: the followed head's own role's, at the final
     weights) exceeds ROLE_THRESHOLD. The statistic is in frame.attrs["statistic"] ("" where the head has no role)."""
     checkpoint = _loaded(checkpoint)
-    kind, heads = attention_name(kind), checkpoint.config.num_heads
+    kind, heads = parse_kind(kind), checkpoint.config.num_heads
     if statistic is not None and statistic not in ROLES:
         raise ValueError(f"unknown role statistic {statistic!r}; choose from {list(ROLES)}")
     if kind not in _heads_of(checkpoint) or not (0 <= layer < checkpoint.config.layers_of(kind)

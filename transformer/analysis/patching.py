@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from ..model.capture import capture, patch
-from ..model.hooks import ATTENTION_KINDS, attention_site
 from ..model.model import Transformer
+from ..model.sites import ATTENTION_KINDS, Site
 
 STACKS = ("encoder", "decoder")
 
@@ -53,7 +53,7 @@ def _components(model: Transformer, src_len: int, tgt_len: int) -> list[tuple[st
     """(table, hook name, row, column) of every component: heads by attention kind, residual positions by stack."""
     config = model.config
     layers = {"encoder": config.num_encoder_layers, "decoder": config.num_decoder_layers}
-    components = [(kind, f"{attention_site(kind, layer)}.hook_z", layer, head) for kind in ATTENTION_KINDS
+    components = [(kind, Site(kind, layer).hook("z"), layer, head) for kind in ATTENTION_KINDS
                   for layer in range(config.layers_of(kind)) for head in range(config.num_heads)]
     lengths = {"encoder": src_len, "decoder": tgt_len}
     components += [(stack, f"{stack}.layers.{layer}.hook_resid_pre", layer, position) for stack in STACKS

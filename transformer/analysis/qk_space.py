@@ -28,8 +28,8 @@ from ..inference.translation import Checkpoint, load_checkpoint
 from ..io.text import source_ids, target_ids
 from ..model.capture import capture
 from ..model.device import model_device
-from ..model.hooks import ATTENTION_KINDS, attention_name, attention_site, hook_points
-from ..model.record import KIND_SIDES
+from ..model.hooks import hook_points
+from ..model.sites import KIND_SIDES, Site, parse_kind
 from .corpus_heads import corpus_pairs, process_share
 
 MAX_SENTENCES = 200  # sentences read by default: a picture of a few thousand points, drawn in a second
@@ -96,11 +96,11 @@ def _run(model: torch.nn.Module, stack: str, src: torch.Tensor, tgt: torch.Tenso
 def queries_keys(checkpoint: Checkpoint | str | Path, kind: str, layer: int, head: int,
                  pairs: Iterable[tuple[str, str]] | None = None, max_sentences: int = MAX_SENTENCES,
                  max_points: int = MAX_POINTS, batch_size: int = BATCH_SIZE) -> QueriesKeys:
-    """Head `head` of attention `kind` ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn", or a short
-    name such as "decoder.cross") in layer `layer`: its queries and keys over the first `max_sentences` of `pairs`
-    (default: corpus_pairs of the checkpoint), teacher-forced, whole sentences only, stopping before the sentence
-    that would pass `max_points` queries and keys."""
-    kind = attention_name(kind)
+    """Head `head` of attention `kind` ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn", or any
+    spelling of a kind such as "decoder.cross") in layer `layer`: its queries and keys over the first `max_sentences`
+    of `pairs` (default: corpus_pairs of the checkpoint), teacher-forced, whole sentences only, stopping before the
+    sentence that would pass `max_points` queries and keys."""
+    kind = parse_kind(kind)
     return queries_keys_of(checkpoint, [(kind, layer, head)], pairs, max_sentences, max_points,
                            batch_size)[(kind, layer, head)]
 
@@ -119,18 +119,16 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
     model, pad = checkpoint.model, checkpoint.config.pad_id
     sites = {}  # head -> (site, kv head)
     for kind, layer, head in heads:
-        if kind not in ATTENTION_KINDS:
-            raise ValueError(f"kind must be one of {ATTENTION_KINDS} (or a short name such as 'decoder.cross'), "
-                             f"got {kind!r}")
-        site = attention_site(kind, layer)
-        if f"{site}.hook_q" not in hook_points(model):
+        site = Site(kind, layer)
+        if site.hook("q") not in hook_points(model):
             raise ValueError(f"this model has no {site}")
-        num_heads, num_kv_heads = model.get_submodule(site).num_heads, model.get_submodule(site).num_kv_heads
+        module = model.get_submodule(site.name)
+        num_heads, num_kv_heads = module.num_heads, module.num_kv_heads
         if not 0 <= head < num_heads:
             raise ValueError(f"head {head} out of range: {site} has heads 0..{num_heads - 1}")
         sites[(kind, layer, head)] = site, head // (num_heads // num_kv_heads)  # grouped-query: the key head read
     kinds = {kind for kind, _, _ in heads}
-    names = [f"{site}.hook_{part}" for site in dict.fromkeys(site for site, _ in sites.values())
+    names = [site.hook(part) for site in dict.fromkeys(site for site, _ in sites.values())
              for part in ("q", "k", "pattern")]
     stack = "decoder" if any(kind.startswith("decoder") for kind in kinds) else "encoder"
     pairs = corpus_pairs(checkpoint, max_sentences) if pairs is None else pairs
@@ -153,10 +151,10 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
             for (kind, layer, head), (site, kv_head) in sites.items():
                 q_len, k_len = length[KIND_SIDES[kind][0]], length[KIND_SIDES[kind][1]]
                 # Padding is on the right (collate): a sentence's real tokens are its first q_len / k_len positions.
-                weights = record.hooks[f"{site}.hook_pattern"][item, head, :q_len, :k_len].cpu().numpy()
+                weights = record.pattern(site)[item, head, :q_len, :k_len].cpu().numpy()
                 queries, keys, kept_weights, argmax = found[(kind, layer, head)]
-                queries.append(record.hooks[f"{site}.hook_q"][item, head, :q_len].cpu().numpy())
-                keys.append(record.hooks[f"{site}.hook_k"][item, kv_head, :k_len].cpu().numpy())
+                queries.append(record.q(site)[item, head, :q_len].cpu().numpy())
+                keys.append(record.k(site)[item, kv_head, :k_len].cpu().numpy())
                 kept_weights.append(weights)
                 argmax.append(weights.argmax(axis=1) if k_len else np.full(q_len, -1))
             for side, sentence_pieces in (("src", src_pieces), ("tgt", tgt_pieces)):
@@ -170,9 +168,9 @@ def queries_keys_of(checkpoint: Checkpoint | str | Path, heads: Sequence[tuple[s
         pieces = list(zip(texts[query_side], texts[key_side]))
         argmax = np.concatenate(argmax) if argmax else np.zeros(0, np.int64)
         frame = points_frame(pieces, argmax)
-        module = model.get_submodule(site)
+        module = model.get_submodule(site.name)
         d_head = module.W_q.out_features // module.num_heads
-        result[(kind, layer, head)] = QueriesKeys(site, head, _stacked(queries, d_head), _stacked(keys, d_head),
+        result[(kind, layer, head)] = QueriesKeys(site.name, head, _stacked(queries, d_head), _stacked(keys, d_head),
                                                   frame, pieces, weights)
     return result
 

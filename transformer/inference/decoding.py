@@ -21,8 +21,9 @@ import torch
 
 from ..model.cache import DecoderCache
 from ..model.capture import capture
-from ..model.hooks import attention_site, captures_active, edits_active
+from ..model.hooks import captures_active, edits_active
 from ..model.model import Transformer
+from ..model.sites import Site
 
 MAX_BEAM_SIZE = 64  # beams x vocabulary scores are sorted each step: 10,000 beams took 23 s and 2 GB
 COVERAGE_FLOOR = 1e-6  # a source piece no step attended to costs log(1e-6), not log(0) = -inf
@@ -257,7 +258,7 @@ def search_beams(
     memory = model.encode(src).repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len, d_model)
     src = src.repeat_interleave(beam_size, dim=0)  # (batch * beam, src_len)
     src_real = (src != config.pad_id).float()  # (batch * beam, src_len)
-    last_cross = attention_site("decoder.cross_attn", config.num_decoder_layers - 1)
+    last_cross = Site("decoder.cross_attn", config.num_decoder_layers - 1)
     coverage = memory.new_zeros(src.shape)  # (batch * beam, src_len) attention each source piece has had so far
     tokens = src.new_full((batch * beam_size, 1), config.bos_id)
     scores = torch.full((batch, beam_size), float("-inf"), device=src.device)
@@ -490,7 +491,7 @@ def decode_steps(
         raise ValueError(f"top_k must be a positive integer, got {top_k!r:.40}")
     config, max_len = model.config, _limit(model, max_len)
     memory, source, (prefix,) = start(model, src)
-    cross_sites = [attention_site("decoder.cross_attn", i) for i in range(config.layers_of("decoder.cross_attn"))]
+    cross_sites = [Site("decoder.cross_attn", i) for i in range(config.layers_of("decoder.cross_attn"))]
     cache = new_cache(model, use_cache)
     generator = torch.Generator().manual_seed(sampling.seed)
     while len(prefix) < max_len:

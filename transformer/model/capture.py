@@ -8,8 +8,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .hooks import Capture, Edit, NameFilter, attention_name, extend_call, hook_points, select_hook_points
+from .hooks import Capture, Edit, NameFilter, extend_call, hook_points, select_hook_points
 from .record import AttentionRecord
+from .sites import Site
 
 ABLATION_MODES = ("zero", "mean")
 
@@ -25,10 +26,10 @@ def capture(model: nn.Module, names: NameFilter = None) -> Iterator[AttentionRec
     Only this call sees what it records (a ContextVar, not state on the model); tensors are detached.
     """
     _check_model(model, "capture")
-    if not (names is None or isinstance(names, str) or callable(names)
-            or (isinstance(names, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in names))):
+    if not (names is None or isinstance(names, (str, Site)) or callable(names)
+            or (isinstance(names, (list, tuple, set, frozenset)) and all(isinstance(n, (str, Site)) for n in names))):
         raise TypeError("capture's names must be None (everything), a hook name or attention site such as "
-                        "'decoder.layers.0.cross_attn', a list of those, or a predicate on hook names; "
+                        "'decoder.layers.0.cross_attn' (or a Site), a list of those, or a predicate on hook names; "
                         f"got {names!r:.60}")
     points = select_hook_points(model, names)
     store: dict[str, torch.Tensor] = {}
@@ -59,7 +60,7 @@ def _ablation(heads: Sequence[int], mode: str):
 @contextmanager
 def ablate(model: nn.Module, heads: Mapping[str, Sequence[int]], mode: str = "zero") -> Iterator[None]:
     """Remove heads' contributions during the block: {"decoder.layers.1.cross_attn": [0, 2]} silences heads 0 and 2
-    there (a short site name such as "decoder.1.cross" is read as the site it names).
+    there (a key may be a Site or any spelling of one, such as "decoder.1.cross").
 
     mode "zero" sets the heads' outputs to 0; "mean" replaces each with its mean over query positions. Per call,
     like `capture`: other threads running the same model are unaffected.
@@ -73,22 +74,25 @@ def ablate(model: nn.Module, heads: Mapping[str, Sequence[int]], mode: str = "ze
     points = hook_points(model)
     edits = []
     for key, head_list in heads.items():
-        if not isinstance(key, str):
-            raise TypeError("heads' keys must be attention sites such as 'decoder.layers.1.cross_attn', "
+        if not isinstance(key, (str, Site)):
+            raise TypeError("heads' keys must be attention sites such as 'decoder.layers.1.cross_attn' (or Sites), "
                             f"got {key!r:.40}")
         if not isinstance(head_list, (list, tuple, range, set, frozenset)) or not all(
                 isinstance(h, int) and not isinstance(h, bool) for h in head_list):
             raise TypeError(f"heads[{key!r}] must be a list of head numbers (integers), got {head_list!r:.60}")
         head_list = sorted(set(head_list))  # a head named twice is removed once
-        site = attention_name(key)
-        if f"{site}.hook_z" not in points:
-            raise KeyError(f"{key!r} is not an attention block of this model")
-        num_heads = model.get_submodule(site).num_heads
+        try:
+            site = Site.parse(key)
+        except ValueError as error:
+            raise KeyError(f"{key!r:.80} is not an attention block of this model: {error}") from None
+        if site.hook("z") not in points:
+            raise KeyError(f"{key!r:.80} is not an attention block of this model")
+        num_heads = model.get_submodule(site.name).num_heads
         bad = [h for h in head_list if not 0 <= h < num_heads]
         if bad:
             raise ValueError(f"head(s) {bad} out of range for {key!r}, which has heads 0..{num_heads - 1}")
         if head_list:
-            edits.append((points[f"{site}.hook_z"], _ablation(head_list, mode)))
+            edits.append((points[site.hook("z")], _ablation(head_list, mode)))
     with extend_call(edits=tuple(edits)):
         yield
 

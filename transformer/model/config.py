@@ -6,8 +6,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .hooks import ATTENTION_KINDS
 from .schema import schema_problem
+from .sites import ATTENTION_KINDS
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ shared model. With no state set, a hook point returns its input untouched and co
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -18,8 +17,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .sites import Site
+
 Edit = Callable[[torch.Tensor], torch.Tensor]
-NameFilter = str | Iterable[str] | Callable[[str], bool] | None
+NameFilter = str | Site | Iterable[str | Site] | Callable[[str], bool] | None
 
 
 class HookPoint(nn.Module):
@@ -116,63 +117,30 @@ def hook_points(model: nn.Module) -> dict[str, HookPoint]:
     return dict(model._hook_points)
 
 
-# An attention site is named by its module path, the prefix of its hook names: 'encoder.layers.0.self_attn',
-# 'decoder.layers.1.cross_attn'. Its kind is that name without the layer: 'decoder.cross_attn'.
-ATTENTION_KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
-_SITE = re.compile(r"(encoder|decoder)\.layers\.[0-9]+\.(self_attn|cross_attn)")
-# Short names of sites and kinds, as links, decks and scripts may hold them: 'decoder.1.cross', 'decoder.cross'.
-_SHORT_NAME = re.compile(r"(encoder|decoder)\.(?:([0-9]+)\.)?(self|cross)")
-
-
-def attention_site(kind: str, layer: int) -> str:
-    """'decoder.cross_attn', 1 -> 'decoder.layers.1.cross_attn'."""
-    stack, role = kind.split(".")
-    return f"{stack}.layers.{layer}.{role}"
-
-
-def site_kind(name: str) -> str | None:
-    """'decoder.layers.1.cross_attn' -> 'decoder.cross_attn'; None if `name` is not an attention site."""
-    match = _SITE.fullmatch(name)
-    kind = f"{match[1]}.{match[2]}" if match else None
-    return kind if kind in ATTENTION_KINDS else None
-
-
-def attention_name(name: str) -> str:
-    """The name of the attention site or kind a short name names ('decoder.1.cross' -> 'decoder.layers.1.cross_attn',
-    'decoder.cross' -> 'decoder.cross_attn'); any other name, a site's or kind's own included, comes back unchanged.
-    Every place that takes a site or kind from outside (a link, a deck, capture's names, a record lookup) reads it
-    through this one function, so that links, decks and scripts written with the short names keep working."""
-    match = _SHORT_NAME.fullmatch(name)
-    if match is None:
-        return name
-    stack, layer, role = match.groups()
-    kind = f"{stack}.{role}_attn"
-    if kind not in ATTENTION_KINDS:  # 'encoder.cross': an encoder has no cross-attention
-        return name
-    return kind if layer is None else attention_site(kind, int(layer))
-
-
 # Hook points inside attention and the feed-forward block: a vector per head or d_ff neurons per token, many numbers
 # each, and hook_result costs a product of its own. A capture records them only where they are named.
 INSIDE_HOOKS = ("hook_q", "hook_k", "hook_v", "hook_result", "hook_mlp_post", "hook_q_unrotated", "hook_k_unrotated")
+# What naming an attention site to a capture records: its scores, mask and pattern (hook_scores, ...).
+SITE_PARTS = ("scores", "mask", "pattern")
 
 
 def select_hook_points(model: nn.Module, names: NameFilter = None) -> dict[str, HookPoint]:
     """The hook points `names` picks out: None = all but the INSIDE_HOOKS ('*' for those too); a hook name, an
-    attention site (its scores, mask and pattern), or a glob such as '*.hook_pattern'; a list of those; or a
-    predicate on hook names."""
+    attention site in any spelling or a Site (its scores, mask and pattern), or a glob such as '*.hook_pattern'; a
+    list of those; or a predicate on hook names."""
     points = hook_points(model)
     if names is None:
         return {name: point for name, point in points.items() if not name.endswith(INSIDE_HOOKS)}
     if callable(names):
         return {name: point for name, point in points.items() if names(name)}
     wanted: set[str] = set()
-    for pattern in [names] if isinstance(names, str) else list(names):
-        site = attention_name(pattern)
-        if site_kind(site):
-            matched = {f"{site}.hook_{part}" for part in ("scores", "mask", "pattern")} & points.keys()
-        else:
+    for pattern in [names] if isinstance(names, (str, Site)) else list(names):
+        try:
+            site = Site.parse(pattern)
+        except ValueError:  # a hook name or a glob
             matched = set(fnmatch.filter(points, pattern))
+        else:
+            matched = {site.hook(part) for part in SITE_PARTS} & points.keys()
         if not matched:
             raise ValueError(
                 f"{pattern!r} matches no hook point of this model; "

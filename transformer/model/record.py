@@ -1,4 +1,4 @@
-"""AttentionRecord: the read-only result of one `capture()`, keyed by attention site."""
+"""AttentionRecord: the read-only result of one `capture()`, read by attention site."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
@@ -6,21 +6,20 @@ from types import MappingProxyType
 
 import torch
 
-from .hooks import ATTENTION_KINDS, attention_name, site_kind
+from .hooks import INSIDE_HOOKS, SITE_PARTS
+from .sites import ATTENTION_KINDS, Site, parse_kind
 
-# (query side, key side) of each kind: which sequence gives the rows and which the columns of its weights.
-KIND_SIDES = {"encoder.self_attn": ("src", "src"), "decoder.self_attn": ("tgt", "tgt"),
-              "decoder.cross_attn": ("tgt", "src")}
+SiteName = str | Site  # a Site, or any spelling of one: 'decoder.layers.1.cross_attn', 'decoder.1.cross'
 
 
 class AttentionRecord(Mapping[str, torch.Tensor]):
     """Attention weights by site, in model order: record["decoder.layers.1.cross_attn"] is (batch, heads, q_len,
-    k_len). A site is named by its attention module's path, the prefix of its hook names; a short name
-    ('decoder.1.cross') is read as the site it names.
+    k_len). A site is a `Site` or any spelling `transformer.model.sites.parse` reads ('decoder.1.cross'); iterating
+    gives the sites' names, the prefixes of their hook names.
 
-    Rows sum to 1 over allowed keys and are exactly 0 on masked keys. `mask(key)` and `scores(key)` give the mask
-    (True = may attend) and the raw pre-softmax scores of the same block; `hooks` holds every recorded hook point by
-    its full name. The record is filled while its `capture()` block runs and is complete when the block ends.
+    One method per hook point of a site (pattern, scores, mask, q, k, v, z, result: each docstring gives the shape);
+    `hooks` holds every recorded hook point by its full name. The record is filled while its `capture()` block runs
+    and is complete when the block ends.
     """
 
     def __init__(self, hooks: Mapping[str, torch.Tensor], order: list[str]) -> None:
@@ -37,26 +36,61 @@ class AttentionRecord(Mapping[str, torch.Tensor]):
             return self
         return AttentionRecord({name: tensor.cpu() for name, tensor in self._hooks.items()}, self._order)
 
-    def _part(self, key: str, part: str) -> torch.Tensor:
-        site = attention_name(key)
-        if site_kind(site) is None:
-            raise KeyError(f"{key!r} is not an attention site; sites look like 'encoder.layers.0.self_attn', "
-                           "'decoder.layers.1.cross_attn'")
-        name = f"{site}.hook_{part}"
-        if name not in self._hooks:
-            raise KeyError(f"{name} was not captured; capture it with capture(model, names=[{site!r}]) or names=None")
-        return self._hooks[name]
+    def _part(self, key: SiteName, part: str) -> torch.Tensor:
+        try:
+            site = Site.parse(key)
+        except ValueError as error:
+            raise KeyError(f"{key!r:.80} is not an attention site: {error}") from None
+        name = site.hook(part)
+        if name in self._hooks:
+            return self._hooks[name]
+        if name not in self._order:
+            raise KeyError(f"this model has no {name}")
+        wanted = site.name if part in SITE_PARTS else name
+        left_out = f" or names='*' (capture(model) leaves out {', '.join(INSIDE_HOOKS)})" \
+            if name.endswith(INSIDE_HOOKS) else ""
+        raise KeyError(f"{name} was not captured; capture it with capture(model, names=[{wanted!r}]){left_out}")
 
-    def __getitem__(self, key: str) -> torch.Tensor:
-        return self._part(key, "pattern")
+    def __getitem__(self, key: SiteName) -> torch.Tensor:
+        return self.pattern(key)
 
-    def mask(self, key: str) -> torch.Tensor:
-        """(batch, 1, q_len, k_len) bool, True = may attend."""
-        return self._part(key, "mask")
+    def pattern(self, site: SiteName) -> torch.Tensor:
+        """(batch, heads, q_len, k_len) the softmax weights: rows sum to 1 over allowed keys, exactly 0 on masked
+        keys (a row with every key masked is all 0)."""
+        return self._part(site, "pattern")
 
-    def scores(self, key: str) -> torch.Tensor:
-        """(batch, heads, q_len, k_len) q·k/sqrt(d_head) before masking."""
-        return self._part(key, "scores")
+    def scores(self, site: SiteName) -> torch.Tensor:
+        """(batch, heads, q_len, k_len) q·k/sqrt(d_head) of the queries and keys `q` and `k` give (rotated, with rotary
+        positions), before masking: masked cells hold their score, not -inf."""
+        return self._part(site, "scores")
+
+    def mask(self, site: SiteName) -> torch.Tensor:
+        """(batch, 1, q_len, k_len) bool, True = may attend: the mask the block used."""
+        return self._part(site, "mask")
+
+    def q(self, site: SiteName) -> torch.Tensor:
+        """(batch, heads, q_len, d_head) each head's queries, heads first; rotated by their positions where positions
+        are rotary (before the rotation: hooks[site.hook('q_unrotated')]). Captured only when named."""
+        return self._part(site, "q")
+
+    def k(self, site: SiteName) -> torch.Tensor:
+        """(batch, kv_heads, k_len, d_head) keys, heads first (kv_heads = heads unless grouped-query: query head h
+        reads key head h // (heads / kv_heads)); rotated where positions are rotary. Captured only when named."""
+        return self._part(site, "k")
+
+    def v(self, site: SiteName) -> torch.Tensor:
+        """(batch, kv_heads, k_len, d_head) values, heads first. Captured only when named."""
+        return self._part(site, "v")
+
+    def z(self, site: SiteName) -> torch.Tensor:
+        """(batch, heads, q_len, d_head) each head's output, pattern @ v, heads first, before W_o (ablation edits
+        it)."""
+        return self._part(site, "z")
+
+    def result(self, site: SiteName) -> torch.Tensor:
+        """(batch, q_len, heads, d_model) each head's z through its own columns of W_o, positions first: summed over
+        heads, plus W_o's bias, the block's output. Captured only when named."""
+        return self._part(site, "result")
 
     def __iter__(self) -> Iterator[str]:
         for name in self._order:
@@ -67,12 +101,13 @@ class AttentionRecord(Mapping[str, torch.Tensor]):
         return sum(1 for _ in self)
 
     def keys_of(self, kind: str) -> list[str]:
-        """Sites of one kind ('encoder.self_attn', 'decoder.self_attn' or 'decoder.cross_attn'; a short name such
-        as 'decoder.cross' is read as the kind it names), layer 0 first."""
-        own = attention_name(kind)
-        if own not in ATTENTION_KINDS:
-            raise KeyError(f"unknown attention kind {kind!r}; kinds are {ATTENTION_KINDS}")
-        return [site for site in self if site_kind(site) == own]
+        """The names of the captured sites of one kind ('decoder.cross_attn', or any spelling of a kind such as
+        'decoder.cross'), layer 0 first."""
+        try:
+            own = parse_kind(kind)
+        except ValueError:
+            raise KeyError(f"unknown attention kind {kind!r:.60}; kinds are {ATTENTION_KINDS}") from None
+        return [name for name in self if Site.parse(name).kind == own]
 
     def stack(self, kind: str, item: int = 0, part: str = "pattern") -> torch.Tensor:
         """One batch item's `part` ('pattern', 'scores' or 'mask') for every layer of a kind.
