@@ -33,15 +33,25 @@ console.log(JSON.stringify(data.sentences.map((sentence) => {
   const [read, cut] = live.readInput(sentence, data.maxChars);
   const [ids, typed] = tokenizer.encodeTyped(read);
   return [read, cut, ids, typed, tokenizer.decode(ids), tokenizer.pieces(ids), live.words(read)];
-})));
+}).concat([data.decoded.map((ids) => tokenizer.decode(ids))])));
 """
 
 
-def in_node(table: dict, max_chars: int) -> list:
+def in_node(table: dict, max_chars: int, decoded: list[list[int]]) -> list:
     done = subprocess.run(["node", "-e", NODE, str(LIVE_JS)], input=json.dumps(
-        {"table": table, "sentences": SENTENCES, "maxChars": max_chars}), capture_output=True, text=True, timeout=60)
+        {"table": table, "sentences": SENTENCES, "maxChars": max_chars, "decoded": decoded}), capture_output=True,
+        text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
+
+
+def decoded_cases(tokenizer) -> list[list[int]]:
+    """Id lists a decoder writes: leading, repeated and trailing word starts, <unk> and control ids among them."""
+    space = tokenizer._sp.piece_to_id("\u2581")
+    space = space if space != tokenizer.unk_id else 4
+    word = tokenizer.encode("a")[-1]
+    return [[space, space, word], [2, space, word, 3], [1, space, word], [space], [word, space], [word, 1, 1],
+            [word, space, space, word, 0], [1], list(range(4, min(tokenizer.vocab_size, 60)))]
 
 
 @pytest.mark.parametrize("name", ["eng-fra", "english-lm", "reverse", "induction", "dates"])
@@ -58,7 +68,9 @@ def test_the_page_reads_and_encodes_every_sentence_as_python_does(name, side):
         ids = tokenizer.encode(read.read)
         expected.append([read.read, read.cut_off, ids, tokenizer.encode_pieces(read.read), tokenizer.decode(ids),
                          tokenizer.pieces(ids), words(read.normalized)])
-    found = in_node(tokenizer_table(tokenizer), max_len * 32)
+    cases = decoded_cases(tokenizer)
+    *found, decoded = in_node(tokenizer_table(tokenizer), max_len * 32, cases)
+    assert decoded == [tokenizer.decode(ids) for ids in cases]
     for sentence, python, page in zip(SENTENCES, expected, found, strict=True):
         typed = page[3]
         assert page[:3] + page[4:] == python[:3] + python[4:], sentence

@@ -190,6 +190,15 @@ def version_of(name: str) -> int:
     return scanned(name)[1]
 
 
+def browser_model(name: str) -> tuple[bytes, dict]:
+    """The checkpoint `name` as a live deck's page runs it (transformer.io.onnx_export.browser_model: its ONNX graph,
+    its tokenizers as tables, what its decoding and notices read); ValueError saying why a page cannot run it."""
+    from transformer.io.checkpoint import LoadedCheckpoint  # only packing a live deck pays for the exporter
+    from transformer.io.onnx_export import browser_model as exported
+
+    return exported(LoadedCheckpoint(checkpoint_path(name)))
+
+
 def read_under_policy(path: Path, folder: Path, max_bytes: int) -> bytes:
     """A file that is no checkpoint's (a deck) read under the checkpoints' loading policy; CheckpointError says
     why not."""

@@ -182,6 +182,7 @@ def browser_model(checkpoint: LoadedCheckpoint, cache: DiskCache | None = None) 
     return data, {
         "name": checkpoint.name, "stacks": config.stacks, "max_len": config.max_len, "pass_len": checkpoint.pass_len,
         "max_chars": config.max_len * MAX_CHARS_PER_TOKEN, "num_heads": config.num_heads,
+        "layers": {"encoder": config.num_encoder_layers, "decoder": config.num_decoder_layers},
         "bos": config.bos_id, "eos": config.eos_id, "pad": config.pad_id,
         "inputs": input_names(checkpoint.model), "sites": pattern_sites(checkpoint.model),
         "src": src, "tgt": tgt if tgt != src else "src",

@@ -206,6 +206,12 @@ th, td { padding: 0.2rem 0.8rem; border-bottom: 1px solid #e6e9ef; text-align: l
 .passage h3 { margin: 0.3em 0; }
 .passage p { margin: 0.35em 0; }
 td.number { text-align: right; font-variant-numeric: tabular-nums; }
+form.live { display: flex; gap: 0.4em; margin: 0.3em 0; }
+form.live input { flex: 1; min-width: 0; font: inherit; padding: 0.2em 0.4em; }
+form.live button { font: inherit; }
+.live-out p { margin: 0.3em 0; white-space: pre-wrap; }
+.live-out .live-output { font-weight: 600; }
+.live-out .notice { color: #8a5300; }
 """
 
 # One figure or table shown at a time; each figure drawn when it is first shown, at the size the app gave it (no
@@ -281,14 +287,15 @@ def _table_html(table: Table) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def pack_html(deck: Deck, slides: list[DrawnSlide]) -> bytes:
+def pack_html(deck: Deck, slides: list[DrawnSlide], live=None) -> bytes:
     """The deck's slides as one HTML page that works offline (see the module's docstring); PackError past
-    MAX_PACK_BYTES."""
+    MAX_PACK_BYTES. `live` (ui.deck.live.Live): the live pack's input boxes and scripts, within its own budget."""
     escape = html.escape
     figures, sections = [], []
     for slide in slides:
         boxes = []
         captions = []
+        live_figure = live is not None and live.live(slide.number) is not None
         for panel in slide.panels:
             if isinstance(panel.shown, Table):
                 inside = _table_html(panel.shown)
@@ -296,7 +303,9 @@ def pack_html(deck: Deck, slides: list[DrawnSlide]) -> bytes:
                 heading, texts = panel.shown
                 inside = f'<div class="passage"><h3>{escape(heading)}</h3>{_paragraphs(texts)}</div>'
             else:
-                inside = f'<div class="figure" data-figure="{len(figures)}"></div>'
+                marked = " data-live-figure" if live_figure else ""  # the first figure: the one the page redraws
+                live_figure = False
+                inside = f'<div class="figure" data-figure="{len(figures)}"{marked}></div>'
                 figures.append(panel.shown)
             hidden = " hidden" if boxes else ""
             boxes.append(f'<div class="panel"{hidden}>{inside}</div>')
@@ -308,6 +317,7 @@ def pack_html(deck: Deck, slides: list[DrawnSlide]) -> bytes:
             f"<h2>{escape(slide.title)}</h2></header>"
             + (f'<p class="line">{escape(slide.line)}</p>' if slide.line else "")
             + f'<p class="input">Input: {escape(slide.input)}</p>'
+            + (live.side(slide.number, slide.input) if live is not None else "")
             + f'<div class="texts">{_paragraphs(slide.texts)}{"".join(captions)}</div>'
             + (f'<aside class="notes"><b>Speaker\'s notes (written for the live app)</b>{escape(slide.note)}</aside>'
                if slide.note else "")
@@ -317,19 +327,24 @@ def pack_html(deck: Deck, slides: list[DrawnSlide]) -> bytes:
             f"<style>{STYLE}</style><script>{plotly.offline.get_plotlyjs()}</script></head><body>"
             + "".join(sections)
             + f'<script type="application/json" id="figures">{_script_json(figures)}</script>'
-            + f"<script>{SCRIPT}</script></body></html>\n").encode("utf-8")
-    if len(page) > MAX_PACK_BYTES:
+            + f"<script>{SCRIPT}</script>" + (live.scripts() if live is not None else "")
+            + "</body></html>\n").encode("utf-8")
+    budget = MAX_PACK_BYTES if live is None else live.max_bytes
+    if len(page) > budget:
         raise PackError(f"The deck `{deck.title}` packs to {len(page) / 2**20:.1f} MB, more than the "
-                        f"{MAX_PACK_BYTES / 2**20:.0f} MB a pack may take: split it into shorter decks.")
+                        f"{budget / 2**20:.0f} MB a{' live' if live else ''} pack may take: split it into shorter "
+                        "decks.")
     return page
 
 
-def pack_in_process(name: str) -> bytes:
-    """pack_deck(name) in a process of its own (`python -m ui.pack`), as the running server packs a deck: its headless
-    runs keep to themselves (AppTest takes over Streamlit's runtime), and its memory is returned when it ends."""
+def pack_in_process(name: str, live: bool = False) -> bytes:
+    """pack_deck(name, live=live) in a process of its own (`python -m ui.pack`), as the running server packs a deck:
+    its headless runs keep to themselves (AppTest takes over Streamlit's runtime), and its memory is returned when it
+    ends."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "deck.html"
-        done = subprocess.run([sys.executable, "-m", "ui.pack", name, str(out)], cwd=APP.parent, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "ui.pack", name, str(out), *(["--live"] if live else [])],
+                              cwd=APP.parent, capture_output=True,
                               text=True, timeout=PACK_TIMEOUT_S, env={**os.environ, "ATLAS_WARM_DECKS": "off"})
         if done.returncode:
             raise PackError((done.stderr.strip().splitlines() or ["the packing process failed"])[-1])
