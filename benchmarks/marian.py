@@ -111,7 +111,7 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args.worker)))
         return
-    from transformer.io.convert import convert_marian
+    from transformer.io.convert import convert
 
     with tempfile.TemporaryDirectory() as workdir:
         hf, atlas = Path(workdir) / "hf", Path(workdir) / "opus-mt-en-fr-shape"
@@ -119,7 +119,7 @@ def main() -> None:
         write_marian_folder(hf, SMOKE if args.smoke else OPUS_MT_EN_FR)
         print(f"random MarianMTModel written in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         start = time.perf_counter()
-        convert_marian(hf, atlas, log=lambda line: None)
+        convert("marian", hf, atlas, log=lambda line: None)
         convert_s = time.perf_counter() - start
         rows = {"eng-fra": measure_in_fresh_process(Path(__file__).resolve().parent.parent / "checkpoints/eng-fra"),
                 "opus-mt-en-fr shape": measure_in_fresh_process(atlas)}

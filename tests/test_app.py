@@ -171,18 +171,19 @@ def test_a_browser_that_missed_the_first_run_still_shows_the_links_values(app, v
 
 
 def test_links_and_decks_with_short_attention_names_show_the_same_view(app, monkeypatch, tmp_path):
-    """A kind or head by its short name ('decoder.cross', 'decoder.0.cross:1'), from a link or a deck's slide, opens
-    what the site's own name opens, and the address bar then holds the own name."""
+    """A kind or head by any spelling ('decoder.cross', 'cross', 'decoder.0.cross:1', the corpus command line's
+    'encoder.self_attn.0.2'), from a link or a deck's slide, opens what the site's own name opens, and the address bar
+    then holds the own name."""
     own = ok(app(text="abc12", kind="decoder.cross_attn", layer="1", head="2"))
     short = ok(app(text="abc12", kind="decoder.cross", layer="1", head="2"))
     assert short.segmented_control(key="kind").value == "decoder.cross_attn" and not link_notices(short)
     assert short.query_params["kind"] == "decoder.cross_attn"
     np.testing.assert_array_equal(weights(short), weights(own))
-    ablation = ok(app(view="ablation", text="ablate5", ablate="decoder.0.cross:1,encoder.0.self:2"))
+    ablation = ok(app(view="ablation", text="ablate5", ablate="decoder.0.cross:1,encoder.self_attn.0.2"))
     assert ablation.pills(key="ablate").value == ["decoder.layers.0.cross_attn:1", "encoder.layers.0.self_attn:2"]
     assert not link_notices(ablation) and len(outputs(ablation)) == 3  # the output, then intact and ablated
     (tmp_path / "short.toml").write_text('[[slides]]\ntitle = "Short"\n[slides.link]\nview = "attention"\n'
-                                         'text = "abc12"\nkind = "decoder.cross"\nlayer = 1\nhead = 2\n')
+                                         'text = "abc12"\nkind = "cross"\nlayer = 1\nhead = 2\n')
     monkeypatch.setenv("ATLAS_DECKS", str(tmp_path))
     slide = ok(app(deck="short"))
     assert slide.segmented_control(key="kind").value == "decoder.cross_attn" and not link_notices(slide)

@@ -15,7 +15,7 @@ import torch
 from benchmarks.chromium import RUN_S
 from helpers import outputs
 from transformer import CheckpointError, beam_search, capture, greedy, load_checkpoint
-from transformer.io.convert import convert_marian, main
+from transformer.io.convert import convert, main
 from transformer.model.masks import decoder_lengths
 from transformer.model.positional import sinusoidal_table
 
@@ -126,7 +126,7 @@ def converted(request, tmp_path_factory):
     """(their model in eval mode with eager attention, their tokenizer, our checkpoint) for one shape."""
     root = tmp_path_factory.mktemp(request.param)
     make_marian_folder(root / "hf", request.param)
-    convert_marian(root / "hf", root / "atlas", command="python -m transformer.convert marian hf atlas",
+    convert("marian", root / "hf", root / "atlas", command="python -m transformer.convert marian hf atlas",
                    log=lambda line: None)
     theirs = transformers.MarianMTModel.from_pretrained(root / "hf", attn_implementation="eager").eval()
     tokenizer = transformers.MarianTokenizer.from_pretrained(root / "hf")
@@ -253,7 +253,7 @@ def damaged(marian_folder: Path, tmp_path: Path, file: str, content: bytes | Non
 def test_hostile_or_truncated_folder_names_the_file(marian_folder, tmp_path, file, content, message):
     folder = damaged(marian_folder, tmp_path, file, content)
     with pytest.raises(CheckpointError, match=message.replace(".", r"\.").replace("(", r"\(")):
-        convert_marian(folder, tmp_path / "out", log=lambda line: None)
+        convert("marian", folder, tmp_path / "out", log=lambda line: None)
     assert not (tmp_path / "out").exists()  # nothing half-written
 
 
@@ -261,13 +261,13 @@ def test_truncated_weights_are_refused(marian_folder, tmp_path):
     weights = (marian_folder / "model.safetensors").read_bytes()
     folder = damaged(marian_folder, tmp_path, "model.safetensors", weights[: len(weights) // 2])
     with pytest.raises(CheckpointError, match=r"model\.safetensors: not a readable safetensors file"):
-        convert_marian(folder, tmp_path / "out", log=lambda line: None)
+        convert("marian", folder, tmp_path / "out", log=lambda line: None)
 
 
 @pytest.mark.parametrize("change, message", [
     ({"model_type": "bart", "architectures": ["BartForConditionalGeneration"]}, "model_type is 'bart', not 'marian'"),
     ({"decoder_attention_heads": 6}, r"encoder_attention_heads \(3\) differs from decoder_attention_heads \(6\)"),
-    ({"activation_function": "gelu_new"}, "activation_function 'gelu_new'"),
+    ({"activation_function": "quick_gelu"}, "activation_function 'quick_gelu'"),
     ({"normalize_before": True}, "normalize_before is on"),
     ({"d_model": 30}, "does not match"),
 ])
@@ -275,7 +275,7 @@ def test_other_architectures_are_refused_naming_what_differs(marian_folder, tmp_
     hf_config = json.loads((marian_folder / "config.json").read_text())
     folder = damaged(marian_folder, tmp_path, "config.json", json.dumps(hf_config | change).encode())
     with pytest.raises(CheckpointError, match=message):
-        convert_marian(folder, tmp_path / "out", log=lambda line: None)
+        convert("marian", folder, tmp_path / "out", log=lambda line: None)
 
 
 def test_command_line_writes_a_checkpoint(marian_folder, tmp_path, capsys):
@@ -299,7 +299,7 @@ def test_the_app_opens_a_converted_folder_in_every_view(marian_folder, tmp_path_
 
     root = tmp_path_factory.getbasetemp() / "app-marian"
     if not root.exists():
-        convert_marian(marian_folder, root / "opus-mt-test", log=lambda line: None)
+        convert("marian", marian_folder, root / "opus-mt-test", log=lambda line: None)
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root))
     at = AppTest.from_file(str(Path(__file__).parents[1] / "app.py"), default_timeout=RUN_S)
     at.query_params.update(view=view, text="I am cold.")

@@ -280,8 +280,8 @@ def test_pytorch_model_bin_converts_to_the_same_checkpoint(marian_folder, tmp_pa
     folder = shutil.copytree(marian_folder, tmp_path / "hf")
     torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
     (folder / "model.safetensors").unlink()
-    convert.convert_marian(marian_folder, tmp_path / "from-safetensors", log=lambda line: None)
-    convert.convert_marian(folder, tmp_path / "from-bin", log=lambda line: None)
+    convert.convert("marian", marian_folder, tmp_path / "from-safetensors", log=lambda line: None)
+    convert.convert("marian", folder, tmp_path / "from-bin", log=lambda line: None)
     ours, theirs = (load_checkpoint(tmp_path / name).model.state_dict() for name in ("from-bin", "from-safetensors"))
     assert ours.keys() == theirs.keys()
     for name in ours:
@@ -293,7 +293,7 @@ def test_a_pytorch_model_bin_with_a_payload_is_refused(marian_folder, tmp_path):
     (folder / "model.safetensors").unlink()
     torch.save({"weights": torch.zeros(2), "extra": [1, 2]}, folder / "pytorch_model.bin")
     with pytest.raises(CheckpointError, match=r"pytorch_model.bin: refused to load"):
-        convert.convert_marian(folder, tmp_path / "out", log=lambda line: None)
+        convert.convert("marian", folder, tmp_path / "out", log=lambda line: None)
 
 
 def _planted(marian_folder: Path, tmp_path: Path, plant: Callable[[Path], None]) -> Path:
@@ -332,7 +332,7 @@ def test_the_converter_reads_through_the_loading_policy(marian_folder, tmp_path,
     from test_hostile import assert_bounded, bounded_run
 
     folder = _planted(marian_folder, tmp_path, plant)
-    outcome = bounded_run(lambda: convert.convert_marian(folder, tmp_path / "out", log=lambda line: None))
+    outcome = bounded_run(lambda: convert.convert("marian", folder, tmp_path / "out", log=lambda line: None))
     assert outcome.error == "CheckpointError" and re.search(message, outcome.message), outcome
     assert_bounded(outcome)
     assert not (tmp_path / "out").exists()

@@ -1,16 +1,15 @@
 """Convert a pretrained model into an Atlas checkpoint folder:
 `python -m transformer.convert {marian,gpt2,bert,bart,llama,qwen2,mistral} SRC_FOLDER OUT_FOLDER`
 
-GPT-2, Llama, Qwen2, Mistral (decoder-only), BERT (encoder-only, masked LM) and BART (encoder-decoder) folders are read
-by the families of transformer/io/converters/ into the same model in another shape (TransformerConfig.stacks and the
-fields the Llama family brought), their tokenizer.json kept and read with the `tokenizers` library; their weights may
-be safetensors shards (model.safetensors.index.json).
-
-SRC_FOLDER is a Hugging Face Marian (opus-mt) folder as `save_pretrained` writes it: config.json, model.safetensors (or
-pytorch_model.bin), source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies),
-tokenizer_config.json. Marian is the architecture this project implements (post-LN encoder-decoder, sinusoidal
-positions), so its weights go into our own model: one model, one set of hook names, every view unchanged.
-`--from-hub NAME` downloads the folder first with huggingface_hub (only then imported; needs the internet).
+Each kind is a family of transformer/io/converters/ (its tokenizer files, its config mapping, its tensor names); this
+module is the driver they share. SRC_FOLDER is a Hugging Face folder as `save_pretrained` writes it: config.json,
+model.safetensors (or safetensors shards, model.safetensors.index.json; or pytorch_model.bin) and the family's
+tokenizer: Marian's (opus-mt) source.spm, target.spm, vocab.json (and target_vocab.json for separate vocabularies) and
+tokenizer_config.json; the others' tokenizer.json, kept and read with the `tokenizers` library. Marian is the
+architecture this project implements (post-LN encoder-decoder, sinusoidal positions); GPT-2, Llama, Qwen2, Mistral
+(decoder-only), BERT (encoder-only, masked LM) and BART (encoder-decoder) are the same model in another shape
+(TransformerConfig.stacks and the fields the Llama family brought): one model, one set of hook names, every view
+unchanged. `--from-hub NAME` downloads the folder first with huggingface_hub (only then imported; needs the internet).
 
 SRC_FOLDER is read under the same loading policy as a checkpoint (transformer/io/safety.py): regular files only, each
 under a size cap, JSON in bounded time, and the model's size worked out from config.json before anything is built.
@@ -31,15 +30,9 @@ from pathlib import Path
 
 import torch
 
-from ..model.config import TransformerConfig
-from ..model.positional import sinusoidal_table
 from .checkpoint import (
     CARD_FILE,
     CONFIG_FILE,
-    JSON_TOKENIZER_FILE,
-    SRC_TOKENIZER_FILE,
-    TGT_TOKENIZER_FILE,
-    VOCAB_FILES,
     WEIGHTS_FILE,
     CheckpointError,
     LoadedCheckpoint,
@@ -58,23 +51,15 @@ from .checkpoint import (
     writer_lock,
 )
 from .converters import FAMILIES
-from .converters.family import Family, Fields, Tensors, build_config, seq2seq_layer_names
+from .converters.family import Tensors, read_json_object
 from .safety import (
     MAX_CARD_BYTES,
-    MAX_CONFIG_BYTES,
     MAX_INDEX_BYTES,
-    MAX_TOKENIZER_BYTES,
     WEIGHTS_OVERHEAD_BYTES,
     read_bytes,
     read_json,
 )
-from .tokenizer import JsonTokenizer, VocabTokenizer
 
-ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # transformers' ACT2FN name -> ours
-# Switches of older Marian/BART configs that, when on, mean a layout our model does not compute.
-UNSUPPORTED_SWITCHES = {"normalize_before": "pre-LN layers", "add_final_layer_norm": "a final LayerNorm per stack",
-                        "normalize_embedding": "a LayerNorm on the embeddings",
-                        "add_bias_logits": "a logits bias layer"}
 INDEX_FILE = "model.safetensors.index.json"  # sharded weights: which shard file holds each tensor
 HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", INDEX_FILE, "model-*.safetensors",
              "pytorch_model.bin", "source.spm", "target.spm", "vocab.json", "target_vocab.json",
@@ -82,61 +67,6 @@ HUB_FILES = ["config.json", "generation_config.json", "model.safetensors", INDEX
 # Buffers older transformers files store next to the weights: causal-mask tables (GPT-2), position ids (BERT),
 # rotary frequencies (Llama).
 IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias", "embeddings.position_ids", ".rotary_emb.inv_freq")
-EXAMPLES = {"en": ["I am cold.", "She is reading a book.", "Where is the station?", "The children are playing in the "
-                   "garden.", "We will go to the beach tomorrow."]}
-
-
-def _read_json(path: Path, folder: Path) -> dict:
-    values = read_json(path, folder, MAX_CONFIG_BYTES)
-    if not isinstance(values, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return values
-
-
-def marian_config(hf: dict, source: Path) -> TransformerConfig:
-    """Our config for a transformers MarianConfig (as a dict), or CheckpointError naming what differs."""
-    def refuse(why: str) -> CheckpointError:
-        return CheckpointError(f"{source}: {why}; only Marian (opus-mt) models convert")
-
-    field = Fields(hf, source)
-    if hf.get("model_type") != "marian":
-        raise refuse(f"model_type is {hf.get('model_type')!r}, not 'marian'")
-    if hf.get("architectures", ["MarianMTModel"]) != ["MarianMTModel"]:
-        raise refuse(f"architectures is {hf.get('architectures')!r}, not ['MarianMTModel']")
-    for name, what in UNSUPPORTED_SWITCHES.items():
-        if field(name, False, bool):
-            raise refuse(f"{name} is on ({what}), which Marian's layout and ours do not have")
-    if not field("static_position_embeddings", True, bool):
-        raise refuse("static_position_embeddings is off (learned positions)")
-    for encoder_side, decoder_side in (("encoder_attention_heads", "decoder_attention_heads"),
-                                       ("encoder_ffn_dim", "decoder_ffn_dim")):
-        if hf.get(encoder_side) != hf.get(decoder_side):
-            raise refuse(f"{encoder_side} ({hf.get(encoder_side)}) differs from {decoder_side} "
-                         f"({hf.get(decoder_side)}); our model has one value for both stacks")
-    activation = field.activation("activation_function", "marian", ACTIVATIONS)
-    shared = field("share_encoder_decoder_embeddings", True, bool)
-    vocab_size = field("vocab_size", 58101)
-    pad_id = field.required("pad_token_id")
-    return build_config(
-        source,
-        src_vocab_size=vocab_size,
-        tgt_vocab_size=vocab_size if shared else field("decoder_vocab_size", 0) or vocab_size,
-        d_model=field.required("d_model"),
-        num_heads=field.required("encoder_attention_heads"),
-        num_encoder_layers=field.required("encoder_layers"),
-        num_decoder_layers=field.required("decoder_layers"),
-        d_ff=field.required("encoder_ffn_dim"),
-        dropout=field("dropout", 0.1, float),
-        max_len=field("max_position_embeddings", 1024),
-        activation=activation,
-        pad_id=pad_id,
-        bos_id=field("decoder_start_token_id", pad_id),  # Marian starts decoding with its pad id
-        eos_id=field.required("eos_token_id"),
-        tie_output_embedding=field("tie_word_embeddings", True, bool),
-        share_embeddings=shared,
-        scale_embedding=field("scale_embedding", False, bool),
-        positional_layout="halves",
-    )
 
 
 def read_weights(folder: Path, expected: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], Path]:
@@ -196,52 +126,6 @@ def read_pytorch_bin(path: Path, folder: Path, max_bytes: int, tensors: int) -> 
     return dict(state)
 
 
-def marian_state(config: TransformerConfig, hf: dict[str, torch.Tensor], source: Path) -> dict[str, torch.Tensor]:
-    """Our state_dict from transformers' MarianMTModel tensors; CheckpointError for anything missing, left over or
-    inconsistent with the config."""
-    hf = dict(hf)
-    used: set[str] = set()
-
-    def take(*names: str) -> torch.Tensor:
-        for name in names:
-            if name in hf:
-                used.add(name)
-                return hf[name]
-        raise CheckpointError(f"{source}: no tensor {' or '.join(names)}")
-
-    state = {}
-    for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
-        for i in range(layers):
-            state |= {ours: take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
-        state[f"{side}.embed.token.weight"] = take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
-        positions = f"model.{side}.embed_positions.weight"
-        if positions in hf:  # older files store the (fixed) sinusoids: they must be the ones we compute
-            used.add(positions)
-            table = sinusoidal_table(hf[positions].size(0), config.d_model, "halves")
-            if hf[positions].shape != table.shape or not torch.allclose(hf[positions].float(), table, atol=1e-4):
-                raise CheckpointError(f"{source}: {positions} is not Marian's sinusoidal table")
-    output = "lm_head.weight"
-    state["generator.weight"] = take(output) if output in hf else state["decoder.embed.token.weight"]
-    if output not in hf and not config.tie_output_embedding:
-        raise CheckpointError(f"{source}: no tensor {output} (and tie_word_embeddings is off)")
-    bias = take("final_logits_bias") if "final_logits_bias" in hf else torch.zeros(1, config.tgt_vocab_size)
-    state["generator.bias"] = bias.reshape(-1)  # (1, tgt_vocab) -> (tgt_vocab,)
-    if "model.shared.weight" in hf:
-        used.add("model.shared.weight")
-    left_over = sorted(set(hf) - used)
-    if left_over:
-        raise CheckpointError(f"{source}: tensors our model has no place for: {', '.join(left_over[:5])}"
-                              f"{' ...' if len(left_over) > 5 else ''}")
-    for tied, what in (((config.share_embeddings, "encoder.embed.token.weight", "decoder.embed.token.weight"),
-                        "shared encoder and decoder embeddings"),
-                       ((config.tie_output_embedding, "decoder.embed.token.weight", "generator.weight"),
-                        "an output projection tied to the decoder embedding")):
-        on, first, second = tied
-        if on and (state[first].shape != state[second].shape or not torch.equal(state[first], state[second])):
-            raise CheckpointError(f"{source}: config.json asks for {what}, but the weights differ")
-    return state
-
-
 def licence_of(folder: Path) -> str:
     """The `license:` of the model card's front matter (README.md), or "" when there is none."""
     readme = folder / "README.md"
@@ -259,78 +143,17 @@ def licence_of(folder: Path) -> str:
     return ""
 
 
-def convert_marian(src: Path, out: Path, command: str = "", origin: str = "", log=print, replace: bool = False
-                   ) -> None:
-    """Write the Atlas checkpoint folder `out` for the Hugging Face Marian folder `src`: everything is read and
-    checked first, then written beside `out` and renamed into place (an existing checkpoint only with `replace`)."""
-    src, out = Path(src), Path(out)
+def convert(kind: str, src: Path, out: Path, command: str = "", origin: str = "", log=print,
+            replace: bool = False) -> None:
+    """Write the Atlas checkpoint folder `out` for the Hugging Face folder `src` of the family `kind` (FAMILIES, one
+    module each in transformer/io/converters/): everything is read and checked first, then written beside `out` and
+    renamed into place (an existing checkpoint only with `replace`)."""
+    family, src, out = FAMILIES[kind], Path(src), Path(out)
     check_replaceable(out, replace, src)
     if not src.is_dir():
         raise CheckpointError(f"{src}: no such folder")
     log(f"reading {src / 'config.json'}")
-    config = marian_config(_read_json(src / "config.json", src), src / "config.json")
-    expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
-    tokenizer_config = (_read_json(src / "tokenizer_config.json", src)
-                        if (src / "tokenizer_config.json").exists() else {})
-    separate = bool(tokenizer_config.get("separate_vocabs", False))
-    if separate == config.share_embeddings:
-        raise CheckpointError(f"{src / 'tokenizer_config.json'}: separate_vocabs is {separate}, but config.json's "
-                              f"share_encoder_decoder_embeddings is {config.share_embeddings}")
-    log("reading the tokenizers")
-    sides = {SRC_TOKENIZER_FILE: (src / "source.spm", src / "vocab.json", config.src_vocab_size),
-             TGT_TOKENIZER_FILE: (src / "target.spm", src / ("target_vocab.json" if separate else "vocab.json"),
-                                  config.tgt_vocab_size)}
-    files = {}  # file name in `out` -> the bytes read (and checked) from `src`
-    for file, (spm_path, vocab_path, size) in sides.items():
-        files[file] = read_bytes(spm_path, src, MAX_TOKENIZER_BYTES)
-        files[VOCAB_FILES[file]] = read_bytes(vocab_path, src, MAX_TOKENIZER_BYTES)
-        try:
-            tokenizer = VocabTokenizer(spm_path, vocab_path, files[file],
-                                       read_json(vocab_path, src, MAX_TOKENIZER_BYTES))
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"{spm_path}: {error}") from None
-        if tokenizer.vocab_size != size:
-            raise CheckpointError(f"{vocab_path}: {tokenizer.vocab_size} pieces, but config.json says {size}")
-        for name, token_id in (("pad", config.pad_id), ("eos", config.eos_id)):
-            piece = {"pad": "<pad>", "eos": "</s>"}[name]
-            if tokenizer.id_to_piece(token_id) != piece:
-                raise CheckpointError(f"{vocab_path}: id {token_id} ({name}_token_id in config.json) is "
-                                      f"{tokenizer.id_to_piece(token_id)!r}, not {piece!r}")
-    log("reading the weights")
-    tensors, weights_path = read_weights(src, expected)
-    state = marian_state(config, tensors, weights_path)
-    check_state(state, expected, weights_path)
-    model = build_model(config, {name: tensor.float() if tensor.is_floating_point() else tensor
-                                 for name, tensor in state.items()}, weights_path)
-    source_lang = str(tokenizer_config.get("source_lang") or "")
-    target_lang = str(tokenizer_config.get("target_lang") or "")
-    origin = origin or str(src.resolve())
-    pair = f" ({source_lang} → {target_lang})" if source_lang and target_lang else ""
-    card = ModelCard(
-        name=out.name,
-        task="translate",
-        description=f"A pretrained Marian translation model{pair} converted from {origin}: its weights run in this "
-                    "project's own Transformer, checked equal to transformers' MarianMTModel.",
-        data=f"As documented by the original model ({origin}); Marian opus-mt models are trained on OPUS corpora.",
-        examples=EXAMPLES.get(source_lang.split("_")[0], []),
-        machine=f"converted with torch {torch.__version__}",
-        parameters=model.num_parameters(),
-        source=origin,
-        licence=licence_of(src) or "unknown: see the original model's card",
-        conversion_command=command,
-    )
-    write_checkpoint(out, model, card, files, replace, log)
-
-
-def convert_family(family: Family, src: Path, out: Path, command: str = "", origin: str = "", log=print,
-                   replace: bool = False) -> None:
-    """As convert_marian, for a folder of one of the families of transformer/io/converters/."""
-    src, out = Path(src), Path(out)
-    check_replaceable(out, replace, src)
-    if not src.is_dir():
-        raise CheckpointError(f"{src}: no such folder")
-    log(f"reading {src / 'config.json'}")
-    hf = _read_json(src / "config.json", src)
+    hf = read_json_object(src / "config.json", src)
     if hf.get("model_type") not in family.model_types:
         raise CheckpointError(f"{src / 'config.json'}: model_type is {hf.get('model_type')!r}, not "
                               f"{' or '.join(map(repr, family.model_types))}")
@@ -338,14 +161,10 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
         raise CheckpointError(f"{src / 'config.json'}: architectures is {hf.get('architectures')!r}, not "
                               f"[{family.architecture!r}]")
     log("reading the tokenizer")
-    files = {JSON_TOKENIZER_FILE: read_bytes(src / JSON_TOKENIZER_FILE, src, MAX_TOKENIZER_BYTES)}
-    try:
-        tokenizer = JsonTokenizer(src / JSON_TOKENIZER_FILE, files[JSON_TOKENIZER_FILE])
-    except ValueError as error:
-        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {error}") from None
-    config = family.config(hf, tokenizer, src / "config.json")
-    if tokenizer.vocab_size > config.tgt_vocab_size:
-        raise CheckpointError(f"{src / JSON_TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, more than config.json's "
+    read = family.tokenizer(src)
+    config = family.config(hf, read.tokenizer, src / "config.json")
+    if read.tokenizer.vocab_size > config.tgt_vocab_size:
+        raise CheckpointError(f"{read.tokenizer.path}: {read.tokenizer.vocab_size} tokens, more than config.json's "
                               f"vocab_size ({config.tgt_vocab_size})")
     expected = expected_state(config, src / "config.json")  # refuses a model too big before anything is built
     log("reading the weights")
@@ -354,21 +173,15 @@ def convert_family(family: Family, src: Path, out: Path, command: str = "", orig
     check_state(state, expected, weights_path)
     model = build_model(config, {name: tensor.float() for name, tensor in state.items()}, weights_path)
     origin = origin or str(src.resolve())
+    languages = f", {read.languages}" if read.languages else ""
     card = ModelCard(
         name=out.name, task=family.task,
-        description=f"A pretrained {family.architecture} ({config.stacks}) converted from {origin}: its weights run "
-                    "in this project's own Transformer, checked equal to transformers'.",
-        data=f"As documented by the original model ({origin}).", examples=list(family.examples),
+        description=f"A pretrained {family.architecture} ({config.stacks}{languages}) converted from {origin}: its "
+                    "weights run in this project's own Transformer, checked equal to transformers'.",
+        data=f"As documented by the original model ({origin}).", examples=list(read.examples or family.examples),
         machine=f"converted with torch {torch.__version__}", parameters=model.num_parameters(), source=origin,
         licence=licence_of(src) or "unknown: see the original model's card", conversion_command=command)
-    write_checkpoint(out, model, card, files, replace, log)
-
-
-def converter(kind: str):
-    """The function converting folders of `kind`: Marian's, or a family's from transformer/io/converters/."""
-    if kind == "marian":
-        return convert_marian
-    return lambda *args, **kwargs: convert_family(FAMILIES[kind], *args, **kwargs)
+    write_checkpoint(out, model, card, read.files, replace, log)
 
 
 def write_checkpoint(out: Path, model: torch.nn.Module, card: ModelCard, files: dict[str, bytes], replace: bool,
@@ -417,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="python -m transformer.convert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["marian", *FAMILIES], help="the kind of model to convert")
+    parser.add_argument("kind", choices=list(FAMILIES), help="the kind of model to convert")
     parser.add_argument("folders", nargs="+", metavar="SRC_FOLDER OUT_FOLDER",
                         help="the Hugging Face folder and the checkpoint folder to write (OUT_FOLDER alone with "
                              "--from-hub)")
@@ -436,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             src, origin = download(args.from_hub), f"https://huggingface.co/{args.from_hub}"
         else:
             src, origin = Path(args.folders[0]), ""
-        converter(args.kind)(src, Path(args.folders[-1]), command, origin, replace=args.replace)
+        convert(args.kind, src, Path(args.folders[-1]), command, origin, replace=args.replace)
     except CheckpointError as error:
         raise SystemExit(f"error: {error}") from None
 

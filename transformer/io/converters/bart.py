@@ -8,7 +8,7 @@ import torch
 
 from ...model.config import TransformerConfig
 from ..tokenizer import JsonTokenizer
-from .family import Family, Fields, Tensors, build_config, refuse, seq2seq_layer_names
+from .family import Family, Fields, Tensors, build_config, refuse, seq2seq_state
 
 BART_POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding's offset: its first two rows are never used
 
@@ -34,20 +34,10 @@ def config(hf: dict, tokenizer: JsonTokenizer, source: Path) -> TransformerConfi
 
 
 def state(config: TransformerConfig, tensors: Tensors) -> dict[str, torch.Tensor]:
-    out = {}
-    for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
-        for i in range(layers):
-            out |= {ours: tensors.take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
-        out[f"{side}.embed.token.weight"] = tensors.take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
+    out = seq2seq_state(config, tensors)
+    for side in ("encoder", "decoder"):
         out[f"{side}.embed.positional.embedding.weight"] = tensors.take(f"model.{side}.embed_positions.weight")
         out |= tensors.linear(f"{side}.embed.norm", f"model.{side}.layernorm_embedding")
-    if tensors.has("model.shared.weight"):
-        tensors.take("model.shared.weight")
-    out["generator.weight"] = (tensors.take("lm_head.weight") if tensors.has("lm_head.weight")
-                               else out["decoder.embed.token.weight"])
-    bias = (tensors.take("final_logits_bias") if tensors.has("final_logits_bias")
-            else torch.zeros(1, config.tgt_vocab_size))
-    out["generator.bias"] = bias.reshape(-1)  # (1, vocab) -> (vocab,)
     return tensors.finish(out)
 
 

@@ -5,13 +5,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
 from ...model.config import TransformerConfig
-from ..checkpoint import CheckpointError
-from ..safety import MIN_PASS_TOKENS
+from ..checkpoint import JSON_TOKENIZER_FILE, CheckpointError
+from ..safety import MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, MIN_PASS_TOKENS, read_bytes, read_json
 from ..tokenizer import JsonTokenizer
 
 ACTIVATIONS = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new",
@@ -21,15 +21,46 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class ReadTokenizer:
+    """A family's tokenizer as read from its folder: the files the checkpoint keeps (their names there -> bytes), the
+    tokenizer its config is checked against (`vocab_size`: the pieces the output reads), and for the card the
+    languages ("en → fr", "" where unknown) and example inputs in its source language (none: the family's own)."""
+
+    files: dict[str, bytes]
+    tokenizer: Any
+    languages: str = ""
+    examples: tuple[str, ...] = ()
+
+
+def read_json_object(path: Path, folder: Path) -> dict:
+    """A small JSON file of the folder (config.json, tokenizer_config.json) under the loading policy: an object."""
+    values = read_json(path, folder, MAX_CONFIG_BYTES)
+    if not isinstance(values, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return values
+
+
+def json_tokenizer(folder: Path) -> ReadTokenizer:
+    """tokenizer.json, kept in the checkpoint and read with the `tokenizers` library."""
+    files = {JSON_TOKENIZER_FILE: read_bytes(folder / JSON_TOKENIZER_FILE, folder, MAX_TOKENIZER_BYTES)}
+    try:
+        return ReadTokenizer(files, JsonTokenizer(folder / JSON_TOKENIZER_FILE, files[JSON_TOKENIZER_FILE]))
+    except ValueError as error:
+        raise CheckpointError(f"{folder / JSON_TOKENIZER_FILE}: {error}") from None
+
+
+@dataclass(frozen=True)
 class Family:
     name: str  # the command's kind, e.g. "gpt2"
     model_types: tuple[str, ...]  # config.json's model_type values it reads
     architecture: str  # the transformers class whose weights it reads, e.g. "GPT2LMHeadModel"
     task: str  # the card's task: "generate", "fill-mask" or "translate"
-    # (config.json as a dict, its tokenizer, the path for messages) -> our config; CheckpointError when it differs
-    config: Callable[[dict, JsonTokenizer, Path], TransformerConfig]
+    # (config.json as a dict, its tokenizer (ReadTokenizer.tokenizer), the path for messages) -> our config;
+    # CheckpointError when it differs
+    config: Callable[[dict, Any, Path], TransformerConfig]
     state: Callable[[TransformerConfig, Tensors], dict[str, torch.Tensor]]  # their tensors -> our state_dict
     examples: tuple[str, ...] = ()
+    tokenizer: Callable[[Path], ReadTokenizer] = json_tokenizer  # its folder -> its tokenizer, read
 
 
 def refuse(source: Path, family: str, why: str) -> CheckpointError:
@@ -141,3 +172,24 @@ def seq2seq_layer_names(side: str, i: int) -> dict[str, str]:
                   "self_attn_residual.norm": "self_attn_layer_norm",
                   "cross_attn_residual.norm": "encoder_attn_layer_norm"}
     return {ours + mine + kind: theirs + hf + kind for mine, hf in names.items() for kind in (".weight", ".bias")}
+
+
+def seq2seq_state(config: TransformerConfig, tensors: Tensors) -> dict[str, torch.Tensor]:
+    """What Marian and BART store alike: both stacks' layers (seq2seq_layer_names) and token embeddings, and the
+    output: lm_head.weight, or the decoder's embedding where the output is tied to it, and final_logits_bias (zeros
+    where there is none). Their positions are each family's own."""
+    out = {}
+    for side, layers in (("encoder", config.num_encoder_layers), ("decoder", config.num_decoder_layers)):
+        for i in range(layers):
+            out |= {ours: tensors.take(theirs) for ours, theirs in seq2seq_layer_names(side, i).items()}
+        out[f"{side}.embed.token.weight"] = tensors.take(f"model.{side}.embed_tokens.weight", "model.shared.weight")
+    if tensors.has("model.shared.weight"):
+        tensors.take("model.shared.weight")
+    if not tensors.has("lm_head.weight") and not config.tie_output_embedding:
+        raise CheckpointError(f"{tensors.source}: no tensor lm_head.weight (and tie_word_embeddings is off)")
+    out["generator.weight"] = (tensors.take("lm_head.weight") if tensors.has("lm_head.weight")
+                               else out["decoder.embed.token.weight"])
+    bias = (tensors.take("final_logits_bias") if tensors.has("final_logits_bias")
+            else torch.zeros(1, config.tgt_vocab_size))
+    out["generator.bias"] = bias.reshape(-1)  # (1, tgt_vocab) -> (tgt_vocab,)
+    return out
