@@ -37,6 +37,10 @@ os.environ["ATLAS_VALIDATE_FIGURES"] = "1"
 # the start of every run, and never the user's.
 os.environ["ATLAS_CACHE"] = tempfile.mkdtemp(prefix="atlas-test-cache-")
 CACHE = Path(tempfile.gettempdir()) / "attention-atlas-test-checkpoints"
+# Each of xdist's processes takes its share of the cores for torch's intra-op threads: two processes of two threads
+# each on two cores spin against each other in OpenMP's barriers (the app servers the tests start keep torch's own).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture
@@ -100,6 +104,19 @@ CHECKPOINT_FIXTURES = {"tiny_checkpoint": LOADABLE[0], "tiny_twin": LOADABLE[1]}
 UNTRAINED: dict[str, Exception] = {}  # a test checkpoint whose training failed before the tests: why
 
 
+# The modules with the longest single tests (the browser's fit and label tests, the corpus view on a fresh clone, the
+# whole dev split's BLEU, the benchmarks' smoke run), run first: xdist then shares them out while the short tests are
+# still to come, and the run does not end on one process finishing a long test while the other waits. Each module
+# keeps its tests together (its module fixtures are set up once).
+LONGEST_FIRST = ("test_browser.py", "test_corpus_view.py", "test_shipped.py", "test_benchmarks.py",
+                 "test_memory_load.py", "test_inside_browser.py", "test_gqa_views.py", "test_load.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the rest in their own order
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Train the test checkpoints the collected tests need before the first test runs: once, and not under
     pytest-timeout's limit for one test (on a busy machine training takes minutes). Under xdist every worker
@@ -152,3 +169,21 @@ def app(app_checkpoints, monkeypatch):
         return at.run()
 
     return start
+
+
+@pytest.fixture(scope="session")
+def shipped_server(tmp_path_factory):
+    """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it, eng-fra's corpus summary
+    written into its disk cache ahead of time (python -m transformer.corpus cache), as a server's admin would. One
+    server a test process, started for the first browser test that needs it and kept for the others."""
+    from deploy.server import ServerError, streamlit_server
+    from transformer.corpus import main as corpus_command
+    from ui.state import URL_STATE
+
+    corpus_command(["cache", str(ROOT / "checkpoints" / "eng-fra"), "--count", str(URL_STATE["summary_count"][1])])
+    log = tmp_path_factory.mktemp("server") / "streamlit.log"
+    try:
+        with streamlit_server(ROOT / "checkpoints", log) as (url, _):
+            yield url
+    except ServerError as error:
+        pytest.fail(str(error))

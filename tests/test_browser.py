@@ -27,7 +27,6 @@ from deploy.server import ROOT, ServerError, streamlit_server
 from helpers import checkpoints_folder
 from ui.analysis import KIND_LABELS
 from ui.screen import LECTURE_TOP_PX
-from ui.state import URL_STATE
 from ui.views import VIEWS
 from ui.warnings import worded
 
@@ -238,21 +237,6 @@ LECTURE_WHOLE_VIEWS = ("attention", "attention-stages", "compare-heads", "compar
 # The views that open on a figure (heads opens on its table of every head, which lecture mode shows in full).
 FIGURE_FIRST = ("attention", "model", "decoding", "compare", "training")
 MODES = {"laptop": ({"width": 1400, "height": 1000}, {}), "lecture": ({"width": 1280, "height": 720}, {"lecture": "1"})}
-
-
-@pytest.fixture(scope="module")
-def shipped_server(tmp_path_factory):
-    """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it, eng-fra's corpus summary
-    written into its disk cache ahead of time (python -m transformer.corpus cache), as a server's admin would."""
-    from transformer.corpus import main as corpus_command
-
-    corpus_command(["cache", str(ROOT / "checkpoints" / "eng-fra"), "--count", str(URL_STATE["summary_count"][1])])
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    try:
-        with streamlit_server(ROOT / "checkpoints", log) as (url, _):
-            yield url
-    except ServerError as error:
-        pytest.fail(str(error))
 
 
 @pytest.fixture(scope="module")

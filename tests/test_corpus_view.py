@@ -226,7 +226,7 @@ def test_chromium_opens_every_part_for_every_shipped_checkpoint_on_a_fresh_clone
     shipped checkpoint the Read button (clicked at its centre), then each part drawn without an exception; the map
     also on a 1280 x 720 projector, whole."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="needs python playwright")
-    from benchmarks.chromium import launch_chromium, wait_for_rerun
+    from benchmarks.chromium import RUN_S, launch_chromium, wait_for_rerun
     from deploy.server import streamlit_server
 
     clone = tmp_path / "clone"  # the server's working folder: ../shared does not exist from here
@@ -242,21 +242,29 @@ def test_chromium_opens_every_part_for_every_shipped_checkpoint_on_a_fresh_clone
             for name in SHIPPED:
                 for part in parts:
                     page.goto(f"{url}?checkpoint={name}&view=corpus&corpus_part={part}&summary_count=40{lecture}")
-                    wait_for_rerun(page)
+                    # The page's first run, and the one its width report starts, have ended.
+                    page.wait_for_selector('[data-testid="stMainBlockContainer"][data-measured-width]')
+                    wait_for_rerun(page, settle_s=0, start_s=0.3)
                     read = page.get_by_role("button", name="Read 40 inputs")
                     if read.count():
                         box = read.bounding_box()
                         page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
                     page.wait_for_selector(drawn, timeout=300_000)
-                    wait_for_rerun(page)
+                    wait_for_rerun(page, settle_s=0, start_s=0)
                     where = f"{name} {part} {'lecture' if lecture else 'laptop'}"
                     assert not page.locator('[data-testid="stException"]').count(), where
                     assert page.locator('.js-plotly-plot, [data-testid="stDataFrame"]').count(), where
                     if part == "map":
-                        figure = page.locator(".js-plotly-plot").first.bounding_box()
-                        assert figure["y"] + figure["height"] <= size[1] + 1 or not lecture, where  # whole
                         config = read_config(ROOT / "checkpoints" / name)
                         heads = config.num_heads * sum(config.layers_of(kind) for kind in ATTENTION_KINDS)
-                        assert page.locator(".js-plotly-plot g.annotation").count() == heads, where  # each named
+                        try:  # each head named, once Plotly has drawn the map's annotations
+                            page.wait_for_function(f"() => document.querySelectorAll("
+                                                   f"'.js-plotly-plot g.annotation').length === {heads}",
+                                                   timeout=RUN_S * 1000)
+                        except sync_api.TimeoutError:
+                            pytest.fail(f"{where}: {page.locator('.js-plotly-plot g.annotation').count()} heads named "
+                                        f"of {heads}")
+                        figure = page.locator(".js-plotly-plot").first.bounding_box()
+                        assert figure["y"] + figure["height"] <= size[1] + 1 or not lecture, where  # whole
             page.close()
         browser.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
-from test_browser import FIGURE_FIRST, FIT_JS, browser, fit_problems, screenshot, screenshots, shipped_server  # noqa: F401 - the fixtures: a server on the shipped checkpoints
+from test_browser import FIGURE_FIRST, FIT_JS, browser, fit_problems, screenshot, screenshots  # noqa: F401 - the fixture: one Chromium for the module
 
 from benchmarks.chromium import RUN_S, wait_for_rerun
 from ui.deck import read_deck

@@ -17,7 +17,6 @@ from test_browser import (  # noqa: F401
     screenshot,
     screenshots,
     shipped_checkpoints,
-    shipped_server,
 )
 
 from helpers import ROOT
