@@ -1,5 +1,5 @@
-"""Heads across a corpus: statistics against a hand-made pattern and viz.stats, streaming, ranking, and a 2-process
-torchrun run that writes the same Parquet as one process."""
+"""Heads across a corpus: statistics against a hand-made pattern and each sentence's own, streaming, ranking, and a
+2-process torchrun run that writes the same Parquet as one process."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from transformer import capture, load_checkpoint
+from transformer import load_checkpoint
 from transformer.analysis.corpus_heads import (
     STATISTICS,
     attention_statistics,
@@ -23,8 +23,8 @@ from transformer.analysis.corpus_heads import (
     run,
     top_sentences,
 )
+from transformer.analysis.head_map import head_statistics
 from transformer.corpus import main
-from viz.stats import head_statistics
 
 ROOT = Path(__file__).parents[1]
 
@@ -45,7 +45,9 @@ def test_statistics_of_a_previous_token_head_by_hand():
     assert stats["max_weight"].item() == pytest.approx(0.8)
 
 
-def test_corpus_rows_match_viz_head_statistics(tiny_checkpoint, tmp_path):
+def test_corpus_rows_are_each_sentences_own_head_statistics(tiny_checkpoint, tmp_path):
+    """A sentence read in a padded chunk has the statistics it has alone (head_map.head_statistics, the Heads view's
+    table): one implementation, whatever the batch."""
     checkpoint = load_checkpoint(tiny_checkpoint)
     pairs = list(corpus_pairs(checkpoint, 5))
     run(checkpoint, tmp_path / "heads.parquet", pairs, batch_size=2, progress=False)  # padded batches
@@ -53,19 +55,11 @@ def test_corpus_rows_match_viz_head_statistics(tiny_checkpoint, tmp_path):
     config = checkpoint.config
     assert len(table) == 5 * 3 * config.num_encoder_layers * config.num_heads
     source, target = pairs[3]
-    src, tgt = checkpoint.encode(source), checkpoint.encode(target, side="tgt")[:-1]
-    with torch.no_grad(), capture(checkpoint.model) as record:
-        checkpoint.model(torch.tensor([src]), torch.tensor([tgt]))
-    src_pieces, tgt_pieces = checkpoint.src_tokenizer.pieces(src), checkpoint.tgt_tokenizer.pieces(tgt)
-    viz_kinds = {"encoder.self_attn": "encoder self", "decoder.self_attn": "decoder self",
-                 "decoder.cross_attn": "cross"}
-    stacks = {viz_kinds[kind]: record.stack(kind).numpy() for kind in viz_kinds}
-    blocked = {viz_kinds[kind]: {"masked": ~record.stack(kind, part="mask")[0, 0].numpy()} for kind in viz_kinds}
-    expected = head_statistics(stacks, {"encoder self": src_pieces, "decoder self": tgt_pieces, "cross": tgt_pieces},
-                               {"encoder self": src_pieces, "decoder self": tgt_pieces, "cross": src_pieces}, blocked)
+    expected = head_statistics(checkpoint, checkpoint.encode(source), checkpoint.encode(target, side="tgt")[:-1])
     ours = table[table["sentence"] == 3].reset_index(drop=True)
-    for column in ("entropy", "mean_distance", "diagonal_share", "previous_share", "induction_share", "first_share",
-                   "eos_share"):
+    heads = ["kind", "layer", "head"]
+    assert list(ours[heads].itertuples(index=False)) == list(expected[heads].itertuples(index=False))
+    for column in STATISTICS:
         assert np.allclose(ours[column].to_numpy(), expected[column].to_numpy(), atol=1e-5, equal_nan=True), column
 
 

@@ -16,6 +16,7 @@ import torch
 
 from helpers import ROOT, corpus_file
 from transformer import TransformerConfig, load_checkpoint
+from transformer.analysis.head_map import head_statistics
 from transformer.analysis.induction import head_scores, in_context, probe
 from transformer.data.corpora import CorpusSpec, corpus_specs, corpus_splits
 from transformer.inference.decoding import beam_search, greedy
@@ -33,7 +34,6 @@ from transformer.training.evaluate import (
     score,
     translate_texts,
 )
-from viz.stats import head_statistics
 
 SHIPPED = ("dates", "eng-fra", "english-lm", "induction", "reverse", "reverse-1layer")
 # Shipped to be compared with a partner (the app's Compare -> two checkpoints): the same vocabulary and data, one idea
@@ -256,12 +256,7 @@ def test_the_induction_snapshots_show_in_context_learning_appear():
     assert final["repeat_accuracy"] >= FLOORS["induction"]
     induction, previous = head_scores(checkpoint.model, ids)  # (layers, heads)
     assert int(induction.max(dim=1).values.argmax()) == 1 and int(previous.max(dim=1).values.argmax()) == 0
-    row = ids[0]
-    with torch.no_grad(), capture(checkpoint.model) as record:
-        checkpoint.model(None, row[None])
-    pieces = checkpoint.tgt_tokenizer.pieces(row.tolist())
-    table = head_statistics({"decoder self": record.stack("decoder.self_attn").numpy()}, {"decoder self": pieces},
-                            {"decoder self": pieces})
+    table = head_statistics(checkpoint, (), ids[0].tolist())
     assert table.loc[table["induction_share"].idxmax(), "layer"] == 1
     assert "induction" in set(table["role"])
 

@@ -41,7 +41,8 @@ from ..model.sites import ATTENTION_KINDS, KIND_SIDES, parse_kind
 from .corpus_sample import SAMPLE_FILE, read_sample
 
 # Per (sentence, head): a mean over the sentence's query rows that are not padding and may attend to more than one
-# key (as viz.stats.head_statistics does for one input).
+# key. attention_statistics computes them, for a corpus's chunks and for one input (head_map.head_statistics, the
+# Heads view's table).
 STATISTICS = {
     "entropy": "-Σ w log w of a row, in nats",
     "mean_distance": "Σ w·|q - k|, in positions",

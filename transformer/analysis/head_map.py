@@ -4,6 +4,7 @@
     frame = head_map(patterns)                    # kind, layer, head, x, y, role, statistics per head
     matched = match_heads(checkpoint, checkpoint.load_snapshot("step_000900"))
     history = follow_head(checkpoint, "decoder.self_attn", 1, 2)
+    heads = head_statistics(checkpoint, src_ids, tgt_ids)  # one input's heads: their statistics and roles
 
 A corpus is read as transformer.analysis.corpus_heads reads it (corpus_pairs: a translation checkpoint's dev split
 or fresh inputs of a synthetic task), teacher-forced on the reference output, in chunks of consecutive sentences:
@@ -347,6 +348,20 @@ def head_map(patterns: HeadPatterns) -> pd.DataFrame:
     statistics = patterns.statistics.reset_index(drop=True)
     frame["role"] = head_roles(statistics)
     return pd.concat([frame, statistics], axis=1)
+
+
+def head_statistics(checkpoint: Checkpoint, src_ids: Sequence[int], tgt_ids: Sequence[int]) -> pd.DataFrame:
+    """One input's heads, as a corpus's are measured (one sentence, teacher-forced on `tgt_ids`, the decoder input;
+    pad ids are padding): one row per head with kind, layer, head, each of corpus_heads.STATISTICS and role
+    (head_roles)."""
+    src, tgt = collate([(list(src_ids), list(tgt_ids))], checkpoint.config.pad_id)
+    kinds = _captured(checkpoint, checkpoint.model, src, tgt, _punctuation(checkpoint))
+    by_kind = _heads_of(checkpoint)
+    frame = pd.DataFrame([head for kind in kinds for head in by_kind[kind]], columns=["kind", "layer", "head"])
+    for name in STATISTICS:
+        frame[name] = np.concatenate([captured.statistics[name][0].numpy() for captured in kinds.values()])
+    frame["role"] = head_roles(frame)
+    return frame
 
 
 # ----------------------------------------------------------------------------- heads of two models
