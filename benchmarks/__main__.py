@@ -31,6 +31,7 @@ from . import (
     decoding,
     gpu,
     lecture_deck,
+    live_pack,
     memory,
     model_view,
     sessions,
@@ -56,6 +57,7 @@ FIGURES = {
     "gpu": gpu.measure,  # the 256-token model view's model work on a GPU, where there is one
     "smollm": smollm.measure,  # a random model of SmolLM2-135M's shape: Enter, model view, capture, server memory
     "corpus": corpus.measure,  # the Across inputs view's corpus summary: computed, read back, each picture from it
+    "live_pack": live_pack.measure,  # the shipped deck --live in Chromium: size, first figure, a typed sentence, memory
 }
 UNITS = {"×": "{:.2f}×", "s": "{:.3f} s", "MB": "{:.1f} MB", "B": "{:,.0f} B", "": "{:g}"}
 

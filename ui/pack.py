@@ -1,5 +1,6 @@
-"""`python -m ui.pack DECK OUT.html`: a deck as one HTML file that needs no server (ui.deck.packing draws and packs
-it). OUT is checked before a slide is drawn: never one of the pack's inputs (the deck file, the decks folder, the
+"""`python -m ui.pack DECK OUT.html [--live]`: a deck as one HTML file that needs no server (ui.deck.packing draws
+and packs it; with --live, each Attention slide runs its checkpoint in the page on a typed sentence: ui.deck.live).
+OUT is checked before a slide is drawn: never one of the pack's inputs (the deck file, the decks folder, the
 checkpoints folder), nor a folder above or inside one, `--replace` or not; its folder must exist."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ui.deck import DeckError, read_deck
+from ui.deck.live import Live
 from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
 from ui.deck.parse import decks_dir
 from ui.passes import OutputOverInput, checkpoints_dir, refuse_output_over_inputs
@@ -31,14 +33,17 @@ def check_output(output: Path, replace: bool) -> None:
 
 
 def pack_deck(name: str, timeout_s: float = SLIDE_TIMEOUT_S,
-              progress: Callable[[str], None] = lambda line: None) -> bytes:
-    """The deck `name` (one of the decks folder's) drawn and packed; `progress` hears of each slide as it starts."""
+              progress: Callable[[str], None] = lambda line: None, live: bool = False) -> bytes:
+    """The deck `name` (one of the decks folder's) drawn and packed, `live` or not; `progress` hears of each slide as
+    it starts."""
     deck = read_deck(name)
     slides = []
     for number, slide in enumerate(deck.slides, 1):
         progress(f"slide {number} / {len(deck.slides)}: {slide.title}")
         slides.append(draw_slide(name, deck, number, timeout_s))
-    return pack_html(deck, slides)
+    if live:
+        progress("the live slides' models, exported for the browser")
+    return pack_html(deck, slides, Live(deck) if live else None)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,13 +52,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("deck", help="a deck of the decks folder, by name (attention-step-by-step)")
     parser.add_argument("out", type=Path, help="the HTML file to write")
     parser.add_argument("--replace", action="store_true", help="replace OUT if it exists")
+    parser.add_argument("--live", action="store_true",
+                        help="each Attention slide gets an input box: its checkpoint runs in the page (needs `npm ci`)")
     args = parser.parse_args(argv)
     start = time.monotonic()
     try:
         read_deck(args.deck)  # an unknown deck is named before OUT is looked at
         refuse_output_over_inputs(args.out, [decks_dir() / f"{args.deck}.toml", decks_dir(), checkpoints_dir()])
         check_output(args.out, args.replace)
-        data = pack_deck(args.deck, progress=lambda line: print(line, flush=True))
+        data = pack_deck(args.deck, progress=lambda line: print(line, flush=True), live=args.live)
         write_new(args.out, data, args.replace)
     except (DeckError, PackError, OutputOverInput, ValueError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None

@@ -363,6 +363,7 @@
       form.dataset.state = "running";
       const started = performance.now();
       const result = await runText(number, text);
+      form.dataset.modelMs = String(Math.round(performance.now() - started));  // reading, decoding, the captured pass
       (root.AtlasLive.results || (root.AtlasLive.results = {}))[number] = result;
       out.innerHTML = "";
       const line = (text, kind) => {
@@ -408,14 +409,20 @@
     // Keys typed into the box are the box's: the deck's own keys (PageDown, N) stay with the slides.
     document.querySelectorAll("form.live input").forEach((input) => input.addEventListener("keydown", (event) => event.stopPropagation()));
     // Once the first figure is drawn, the runtime and every live slide's model are made ready, off the way: each
-    // model runs a short pass a few times, so that the WebAssembly is compiled to its fast tier before a student types.
+    // model decodes two sentences' worth of steps (a 20-token source, the decoder growing to 20 tokens), so that the
+    // WebAssembly reaches its fast tier, at the sizes a typed sentence has, before a student types.
     setTimeout(async () => {
       for (const [name, spec] of Object.entries(config.models)) {
         const model = await session(name);
-        const ids = { src: [spec.eos], tgt: [spec.bos] };
-        const feeds = {};
-        for (const input of spec.inputs) feeds[input] = new ort.Tensor("int64", BigInt64Array.from(ids[input].map(BigInt)), [1, 1]);
-        for (let i = 0; i < 3; i++) await model.run(feeds);
+        const length = Math.min(20, spec.pass_len - 1);
+        for (let step = 1; step <= 2 * length; step++) {
+          const ids = { src: Array(length).fill(spec.eos), tgt: Array(1 + ((step - 1) % length)).fill(spec.bos) };
+          const feeds = {};
+          for (const input of spec.inputs) {
+            feeds[input] = new ort.Tensor("int64", BigInt64Array.from(ids[input].map(BigInt)), [1, ids[input].length]);
+          }
+          await model.run(feeds);
+        }
       }
       document.body.dataset.liveReady = "1";
     }, 0);

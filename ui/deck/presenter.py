@@ -178,9 +178,10 @@ def present(name: str) -> None:
 
 
 @expiring(KEPT_FOR_S, max_entries=2)
-def packed(name: str, content: str) -> bytes:
-    """The deck `name` as one HTML file (ui.deck.packing), once per file content (`content`, as deck_toml writes it)."""
-    return pack_in_process(name)
+def packed(name: str, content: str, live: bool = False) -> bytes:
+    """The deck `name` as one HTML file (ui.deck.packing; `live`: ui.deck.live's), once per file content (`content`,
+    as deck_toml writes it)."""
+    return pack_in_process(name, live)
 
 
 def collect_view(title: str) -> None:
@@ -197,8 +198,14 @@ def deck_tools(view_label: str) -> None:
             chosen = st.selectbox("Deck", names, key="deck_choice")
             st.button("Present", key="deck-present", on_click=present, args=(chosen,),
                       help="Open the deck in lecture mode; PageDown and PageUp (or ↓ and ↑) move between its slides.")
-            st.download_button("Download as one HTML file", lambda: packed(chosen, deck_toml(read_deck(chosen))),
-                               file_name=f"{chosen}.html", mime="text/html", on_click="ignore", key="deck-pack",
+            live = st.checkbox("Live: students type their own sentence", key="deck-pack-live",
+                               help="Each Attention slide gets an input box: its checkpoint runs in the browser "
+                                    "(offline, greedy decoding) and redraws the figure. The file is larger (up to "
+                                    "40 MB).")
+            st.download_button("Download as one HTML file",
+                               lambda: packed(chosen, deck_toml(read_deck(chosen)), live),
+                               file_name=f"{chosen}{'-live' if live else ''}.html", mime="text/html",
+                               on_click="ignore", key="deck-pack",
                                help="Every slide as the app draws it, in one file that works offline (no server, no "
                                     "network): PageDown and PageUp move, N shows the notes. The first download of a "
                                     "deck takes a few minutes: each slide is drawn.")
