@@ -28,6 +28,7 @@ import ui.shared
 import viz
 from helpers import LOADABLE, ROOT, TRAINING, checkpoints_folder, outputs, plotly_values
 from ui.literal_text import plain
+from ui.model_pass import CORPUS_FILE
 from ui.state import URL_STATE
 from ui.views import VIEWS
 
@@ -528,9 +529,10 @@ def test_heads_across_a_corpus_match_the_library(app, app_checkpoints, tmp_path)
     ranking, _ = corpus_tables(ok(at))
     pd.testing.assert_frame_equal(ranking, transformer.analysis.corpus_heads.rank_heads(out, "entropy"))
     assert at.query_params["corpus_stat"] == "entropy"
-    made = ui.passes.corpus_file(ui.passes.checkpoint_path(LOADABLE[0]), ui.passes.version_of(LOADABLE[0]), 9)
+    made = ui.passes.run(CORPUS_FILE, ui.passes.checkpoint_path(LOADABLE[0]), ui.passes.version_of(LOADABLE[0]),
+                         count=9)
     assert made.sentences == 9 and Path(made.parquet).exists()  # the app's own run, cached
-    ui.passes.corpus_file.clear()
+    ui.shared.clear()
     assert not Path(made.parquet).parent.exists()  # a released entry takes its temporary folder with it
 
 

@@ -121,6 +121,8 @@ def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_t
     import ui.shared
     import ui.turns
     from transformer import Transformer
+    from ui.model_pass import TRANSLATE
+    from ui.views.decoding import DECODING_STEPS
 
     ui.shared.clear()
     monkeypatch.setattr(ui.turns, "MODEL", ui.turns.Turns(turns))
@@ -146,9 +148,9 @@ def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_t
     def session(i: int) -> None:
         text = TURN_TEXTS[i]
         if i % 2:
-            ui.passes.translate(path, version, text, 1)
+            ui.passes.run(TRANSLATE, path, version, text=text, beam_size=1)
         else:
-            ui.passes.decoding_steps(path, version, tuple(checkpoint.encode(text)))
+            ui.passes.run(DECODING_STEPS, path, version, src_ids=tuple(checkpoint.encode(text)))
 
     run_together(session, len(TURN_TEXTS))
     assert most_in_model[0] == turns

@@ -86,11 +86,12 @@ def test_the_inside_pass_holds_q_and_k_before_the_turn_and_the_key_value_heads(a
     beside q and k after it, keys and values of the 2 key/value heads, and query head h's scores its q against key/value
     head h // 3's k; on a sinusoidal model the unturned ones are None."""
     from ui import passes
+    from ui.views.inside import INSIDE
 
     folder = app_checkpoints / "llama-gqa"
     translation = load_checkpoint(folder).translate(TEXT)
-    inside = passes.inside.__wrapped__(str(folder), 0, tuple(translation.src_ids), tuple(translation.tgt_ids),
-                                       "decoder.self_attn", 1)
+    inside = passes.run(INSIDE, str(folder), 0, src_ids=tuple(translation.src_ids),
+                        tgt_ids=tuple(translation.tgt_ids), kind="decoder.self_attn", layer=1)
     length = len(translation.tgt_ids)
     assert inside.q.shape == inside.q_unrotated.shape == (6, length, 8)
     assert inside.k.shape == inside.k_unrotated.shape == inside.v.shape == (2, length, 8)
@@ -99,8 +100,8 @@ def test_the_inside_pass_holds_q_and_k_before_the_turn_and_the_key_value_heads(a
     np.testing.assert_array_equal(inside.q_unrotated[:, 0], inside.q[:, 0])  # position 0 turns by nothing
     sinusoidal = ROOT / "checkpoints" / "reverse"
     translation = load_checkpoint(sinusoidal).translate("attention")
-    plain = passes.inside.__wrapped__(str(sinusoidal), 0, tuple(translation.src_ids), tuple(translation.tgt_ids),
-                                      "decoder.self_attn", 0)
+    plain = passes.run(INSIDE, str(sinusoidal), 0, src_ids=tuple(translation.src_ids),
+                       tgt_ids=tuple(translation.tgt_ids), kind="decoder.self_attn", layer=0)
     assert plain.q_unrotated is None and plain.k_unrotated is None
 
 

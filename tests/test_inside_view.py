@@ -17,10 +17,12 @@ KINDS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_inside_pass_is_the_pass_every_view_shows(kind):
     from ui import passes
+    from ui.views.inside import INSIDE
 
     checkpoint = load_checkpoint(REVERSE)
     translation = checkpoint.translate("lecture2026")
-    inside = passes.inside.__wrapped__(str(REVERSE), 0, tuple(translation.src_ids), tuple(translation.tgt_ids), kind, 1)
+    inside = passes.run(INSIDE, str(REVERSE), 0, src_ids=tuple(translation.src_ids),
+                        tgt_ids=tuple(translation.tgt_ids), kind=kind, layer=1)
     np.testing.assert_array_equal(inside.weights, translation.attention.stack(kind)[1].numpy())
     np.testing.assert_array_equal(inside.allowed, translation.attention.stack(kind, part="mask")[1, 0].numpy())
     d_head = inside.q.shape[-1]

@@ -14,7 +14,7 @@ from ui.deck import DeckError, read_deck
 from ui.deck.live import Live
 from ui.deck.packing import SLIDE_TIMEOUT_S, PackError, draw_slide, pack_html, write_new
 from ui.deck.parse import decks_dir
-from ui.passes import OutputOverInput, checkpoints_dir, refuse_output_over_inputs
+from ui.passes import CheckpointError, checkpoints_dir, library
 
 
 def check_output(output: Path, replace: bool) -> None:
@@ -58,11 +58,12 @@ def main(argv: list[str] | None = None) -> None:
     start = time.monotonic()
     try:
         read_deck(args.deck)  # an unknown deck is named before OUT is looked at
-        refuse_output_over_inputs(args.out, [decks_dir() / f"{args.deck}.toml", decks_dir(), checkpoints_dir()])
+        refuse = library("transformer.io.safety:refuse_output_over_inputs")  # OutputOverInput, a CheckpointError
+        refuse(args.out, [decks_dir() / f"{args.deck}.toml", decks_dir(), checkpoints_dir()])
         check_output(args.out, args.replace)
         data = pack_deck(args.deck, progress=lambda line: print(line, flush=True), live=args.live)
         write_new(args.out, data, args.replace)
-    except (DeckError, PackError, OutputOverInput, ValueError, FileExistsError) as error:
+    except (DeckError, PackError, CheckpointError, ValueError, FileExistsError) as error:
         raise SystemExit(f"error: {error}") from None
     except OSError as error:  # the disk full, a file past the size limit, a folder gone while drawing
         raise SystemExit(f"error: {args.out} could not be written: {error.strerror or error}") from None

@@ -1,26 +1,20 @@
 """Page: what every view is given. The checkpoint's config and card, the input and its analysis, how figures look,
-and the passes a view may ask for beyond the analysis, each over this page's checkpoint and input."""
+and `run`: any pass a view declares (ui.model_pass), over this page's checkpoint and input."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 import viz
 
 from . import passes
-from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, Unavailable, first_difference
+from .analysis import Analysis, Attention, Unavailable
+from .model_pass import SUMMARY, TEACHER_FORCED, TRANSLATE, Pass, Summary
 from .state import FINAL
 
-# What the Across inputs view promises and bounds, as the library measured and set them (a view imports no transformer
-# module: it reads them here).
-MATCH_SENTENCES = passes.corpus_summary.MATCH_SENTENCES
-NEURON_ORDERS = passes.corpus_summary.NEURON_ORDERS
-SECONDS_FIXED = passes.corpus_summary.SECONDS_FIXED
-SECONDS_PER_INPUT = passes.corpus_summary.SECONDS_PER_INPUT
-TSNE_POINTS = passes.corpus_summary.TSNE_POINTS
+if TYPE_CHECKING:
+    from .target import Forced
 
 TYPED_TARGET = "Typed target, teacher-forced"  # what the decoder reads where a target replaced the model's output
 
@@ -49,7 +43,7 @@ class Page:
     lecture: bool
     image_format: str
     kinds: tuple[str, ...] = passes.ATTENTION_KINDS
-    target: passes.Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
+    target: Forced | None = None  # the teacher-forced target the analysis reads (ui.target), if any
     own: Analysis | None = None  # with a target: the model's own output, which the target replaced in `analysis`
 
     def decoding_name(self, beam_size: int | None = None) -> str:
@@ -98,12 +92,24 @@ class Page:
 
     # ------------------------------------------------------------------------------------------ passes
 
-    def translation(self, *, beam_size: int | None = None, snapshot: str = FINAL, ablated: tuple = (),
-                    mode: str = "zero") -> Analysis:
-        """This input translated again: by a training snapshot, or with heads switched off (Unavailable if the
-        snapshot does not load)."""
-        return passes.translate(self.path, self.version, self.text, beam_size or self.beam_size, snapshot, ablated,
-                                mode)
+    def run(self, declared: Pass, **args):
+        """The pass `declared` (ui.model_pass) over this page's checkpoint, with `args` and what else of this page's
+        input its function asks for (PAGE_INPUT), through its one cache."""
+        for name in passes.parameters(declared):
+            if name in PAGE_INPUT and name not in args:
+                args[name] = PAGE_INPUT[name](self)
+        return passes.run(declared, self.path, self.version, **args)
+
+    @staticmethod
+    def library(reference: str):
+        """The library's limit or registry named "module:name" (transformer.analysis.attribution:METHODS): a view
+        reads it without importing the library."""
+        return passes.library(reference)
+
+    @staticmethod
+    def folder(checkpoint: str) -> tuple[str, int]:
+        """(path, version) of another checkpoint folder (one of comparable_checkpoints()), as passes take it."""
+        return passes.checkpoint_path(checkpoint), passes.version_of(checkpoint)
 
     def forced(self, *, snapshot: str = FINAL, checkpoint: str | None = None, labels: tuple = (),
                ablated: tuple = (), mode: str = "zero") -> Attention:
@@ -112,43 +118,12 @@ class Page:
         analysis = self.analysis
         if snapshot == FINAL and checkpoint is None and not labels and not ablated:
             return analysis.attention  # the sidebar's own captured pass over exactly these ids
-        path, version = ((self.path, self.version) if checkpoint is None else
-                         (passes.checkpoint_path(checkpoint), passes.version_of(checkpoint)))
-        return passes.teacher_forced(path, version, snapshot, analysis.src_ids, analysis.tgt_ids, tuple(labels),
-                                     ablated, mode)
-
-    def input_translation(self, text: str) -> Analysis:
-        """`text` translated as the sidebar's input is (its decoding, no target, no padding): a minimal pair's side."""
-        return passes.translate(self.path, self.version, text, self.beam_size)
-
-    def probabilities_after(self, src_ids: tuple, tgt_ids: tuple, labels: tuple) -> tuple[float, ...]:
-        """The probability of each of `labels` at its position, with `tgt_ids` teacher-forced after `src_ids`."""
-        return passes.teacher_forced(self.path, self.version, FINAL, src_ids, tgt_ids, tuple(labels)).label_probs
+        path, version = (self.path, self.version) if checkpoint is None else self.folder(checkpoint)
+        return passes.run(TEACHER_FORCED, path, version, snapshot=snapshot, src_ids=analysis.src_ids,
+                          tgt_ids=analysis.tgt_ids, labels=tuple(labels), ablated=ablated, mode=mode)
 
     def source_ids(self) -> tuple[int, ...]:
         return tuple(i for i in self.analysis.src_ids if i != self.analysis.pad_id)
-
-    def decoding(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> DecodingSteps:
-        """This input's source (padding left out) decoded step by step: greedy, or sampled with these settings."""
-        return passes.decoding_steps(self.path, self.version, self.source_ids(), temperature, top_k, top_p, seed)
-
-    def beam_tree(self, beam_size: int) -> BeamTreeView:
-        """Beam search of this input's source with every hypothesis recorded, the card's penalties applied."""
-        return passes.beam_tree_view(self.path, self.version, self.source_ids(), beam_size)
-
-    def step_cross(self, prefix: tuple[int, ...]) -> np.ndarray:
-        """(layers, heads, src_len) the cross-attention of the step that reads the decoder input `prefix` (<s> first)
-        over this input's source: one teacher-forced pass, its last query row."""
-        attention = passes.teacher_forced(self.path, self.version, FINAL, self.source_ids(), tuple(prefix))
-        return attention.stack("decoder.cross_attn")[:, :, -1]
-
-    def positional_table(self, side: str) -> np.ndarray:
-        return passes.positional_table(self.path, self.version, side)
-
-    def rotary_frequencies(self) -> tuple[np.ndarray, np.ndarray]:
-        """A rotary model's angle per token of each dimension pair (d_head / 2,), as it turns (its rope_scaling
-        applied) and before the scaling."""
-        return passes.rotary_frequencies(self.path, self.version)
 
     def comparable_checkpoints(self) -> list[str]:
         """The other loadable checkpoints with this one's vocabularies: they read this input's ids as the same
@@ -159,7 +134,7 @@ class Page:
             if name == self.name or error:
                 continue
             try:
-                if passes.vocabulary(passes.checkpoint_path(name), passes.version_of(name)) == mine:
+                if passes.vocabulary(*self.folder(name)) == mine:
                     names.append(name)
             except passes.CheckpointError:  # changed since it was checked: offered again once it passes
                 continue
@@ -172,118 +147,25 @@ class Page:
             raise Unavailable(loaded.error)
         return loaded.checkpoint.config
 
-    def inside(self, kind: str, layer: int) -> passes.Inside:
-        """One attention block's queries, keys, values, scores, weights, z and heads' results, and its layer's
-        feed-forward neurons, from one captured pass over this analysis's ids."""
-        return passes.inside(self.path, self.version, self.analysis.src_ids, self.analysis.tgt_ids, kind, layer)
-
-    # ------------------------------------------------------------------------------------------ attribution views
-
     def default_translation(self) -> Analysis:
         """This input decoded as its card says (what the attribution views explain): the sidebar's own pass unless
         someone chose other decoding there."""
-        return passes.translate(self.path, self.version, self.text, self.card.decoding.get("beam_size", 1))
+        return self.run(TRANSLATE, beam_size=self.card.decoding.get("beam_size", 1))
 
-    attribution_methods = passes.ATTRIBUTION_METHODS  # name -> its declaration (signed or not, note, citation)
-
-    def explained(self, row: int | None = None) -> passes.Explained:
-        """Every attribution method's (rows x source) array for this input's default decoding: output `row` alone
-        (one row each), or every output piece (None)."""
-        decoded = self.default_translation()
-        methods = passes.explained(self.path, self.version, decoded.src_ids, decoded.tgt_ids, decoded.output_ids,
-                                   row)
-        return passes.Explained(methods, decoded.src_tokens, decoded.output_tokens)
-
-    def contrastive(self) -> passes.Explained:
-        """Contrastive attribution of log p(target) - log p(foil) at each position where the page's target and foil
-        differ: (method, (positions, src_len)) pairs, rows labelled "target piece / foil piece"."""
-        forced, decoded = self.target, self.default_translation()
-        rows = tuple(t for t, (a, b) in enumerate(zip(forced.output_ids, forced.foil_ids)) if a != b)
-        methods = passes.contrastive(self.path, self.version, decoded.src_ids, forced.tgt_ids, forced.output_ids,
-                                     forced.foil_ids, rows) if rows else ()
-        labels = tuple(f"{forced.output_tokens[t]} / {forced.foil_tokens[t]}" for t in rows)
-        return passes.Explained(methods, decoded.src_tokens, labels)
-
-    def lens(self) -> passes.Lens:
-        """The logit lens of this input's default decoding: each decoder stage's top pieces."""
-        decoded = self.default_translation()
-        stages, pieces, probs = passes.lens(self.path, self.version, decoded.src_ids, decoded.tgt_ids,
-                                            decoded.output_ids)
-        return passes.Lens(stages, pieces, probs, decoded.src_tokens, decoded.tgt_tokens, decoded.output_tokens)
-
-    def first_changed_piece(self, corrupted: str) -> int | None:
-        """The first output position where `corrupted`'s own translation (decoded as this input's default one)
-        differs from this input's; None where the two outputs are the same."""
-        edited = passes.translate(self.path, self.version, corrupted, self.card.decoding.get("beam_size", 1))
-        return first_difference(self.default_translation().output_tokens, edited.output_tokens)
-
-    def patched(self, corrupted: str, position: int) -> passes.Patched:
-        """Activation patching from this input (clean) into `corrupted`, measured at output `position`."""
-        return passes.patched(self.path, self.version, self.text, corrupted, position)
-
-    @staticmethod
-    def faithfulness_table() -> pd.DataFrame | None:
-        """The shipped checkpoints' faithfulness table, one row per method (None if none was saved)."""
-        return passes.faithfulness_table(passes.faithfulness_version())
-
-    # ------------------------------------------------------------------------------------------ heads across a corpus
-
-    corpus_statistics = passes.CORPUS_STATISTICS  # name -> what it measures
-
-    def corpus_unavailable(self) -> str:
-        """Why this checkpoint cannot run over its corpus here ("" if it can): no corpus named, or not on disk."""
-        return passes.corpus_unavailable(self.path, self.version)
-
-    def corpus(self, count: int) -> passes.CorpusFile:
-        """This checkpoint run over a corpus of `count` inputs (its generated inputs or its dev split's first
-        sentences): whether it could be read, and how many sentences it held."""
-        return passes.corpus_file(self.path, self.version, count)
-
-    def corpus_ranking(self, count: int, statistic: str) -> pd.DataFrame:
-        """Heads by their mean `statistic` over that corpus, highest first: kind, layer, head, mean, sentences."""
-        return passes.corpus_ranking(self.path, self.version, count, statistic)
-
-    def corpus_top(self, count: int, kind: str, layer: int, head: int, statistic: str) -> pd.DataFrame:
-        """The sentences of that corpus where one head's `statistic` is highest: sentence, value, source, target."""
-        return passes.corpus_top(self.path, self.version, count, kind, layer, head, statistic)
-
-    # ------------------------------------------------------------------------------------------ across many inputs
-
-    def summary(self, count: int, progress: Callable[[float], None] | None = None) -> passes.Summary:
+    def summary(self, count: int, progress: Callable[[float], None] | None = None) -> Summary:
         """This checkpoint's corpus summary of `count` inputs (transformer.analysis.corpus_summary), from the disk
         cache or computed; `progress(fraction)` after each chunk, where this session computes it."""
         token = passes.corpus_progress.set(progress)
         try:
-            return passes.summary(self.path, self.version, count)
+            return self.run(SUMMARY, count=count)
         finally:
             passes.corpus_progress.reset(token)
 
-    def summary_on_disk(self, count: int) -> bool:
-        """Whether that summary is cached already (it then opens without asking)."""
-        return passes.summary_on_disk(self.path, self.version, count)
 
-    def head_map(self, count: int) -> pd.DataFrame:
-        """Every head of the model placed by how alike it attends over the corpus: kind, layer, head, x, y, role and
-        its statistics."""
-        return passes.head_map(self.path, self.version, count)
-
-    def queries_keys(self, count: int, head: tuple[str, int, int], method: str) -> tuple[pd.DataFrame, float]:
-        """One head's queries and keys over the corpus in 2-D, and the share of queries nearest their top key."""
-        return passes.queries_keys_picture(self.path, self.version, count, head, method)
-
-    def neuron_examples(self, count: int, stack: str, layer: int, neuron: int) -> pd.DataFrame:
-        """One feed-forward neuron's top tokens over the corpus (viz.neuron_examples_table's rows)."""
-        return self.summary(count).summary.neuron_examples((stack, layer), neuron)
-
-    def matched_heads(self, count: int, other: str) -> pd.DataFrame:
-        """This checkpoint's heads matched one-to-one to those of checkpoint `other` (one vocabulary)."""
-        return passes.matched_heads(self.path, self.version, count, passes.checkpoint_path(other),
-                                    passes.version_of(other))
-
-    def matched_snapshot(self, count: int, snapshot: str) -> pd.DataFrame:
-        """The final weights' heads matched one-to-one to those of training snapshot `snapshot`."""
-        return passes.matched_snapshot(self.path, self.version, count, snapshot)
-
-    def followed_head(self, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
-        """The head matched to `head` of the final weights in each training snapshot."""
-        return passes.followed_head(self.path, self.version, count, head)
+# What of the page's input a pass's function gets where its parameters name it and the view gives none.
+PAGE_INPUT: dict[str, Callable[[Page], object]] = {
+    "text": lambda page: page.text,
+    "beam_size": lambda page: page.beam_size,
+    "src_ids": lambda page: page.analysis.src_ids,
+    "tgt_ids": lambda page: page.analysis.tgt_ids,
+}

@@ -2,8 +2,8 @@
 kinds of key:
 
 - Content-keyed results (SharedResults): figures and tables through `once(viz.head_heatmap, weights, …)`, model passes
-  through `@shared_pass("Running the model…")` (ui.passes). Bounded in bytes: their arguments are arrays and token
-  lists, and a result's size grows with its input.
+  declared SHARED (ui.model_pass) through `shared_pass` (ui.passes.run). Bounded in bytes: their arguments are
+  arrays and token lists, and a result's size grows with its input.
 - Time-to-live lookups (Expiring, `@expiring(ttl, max_entries=…)`): the folder scan and checks, loaded checkpoints,
   tables read from a checkpoint, a corpus run, a parsed deck. Bounded in entries and time: a few small arguments (a
   folder's path and version) asked for on every rerun, so a hit costs a dictionary lookup, and what they hold (a
@@ -102,9 +102,14 @@ def fingerprint(function: Callable, args: tuple, kwargs: dict) -> str:
     f(a), f(a, b=default) and f(a, default) share one result."""
     bound = _signature(function).bind(*args, **kwargs)
     bound.apply_defaults()
+    return content_key(f"{function.__module__}.{function.__qualname__}", dict(bound.arguments))
+
+
+def content_key(*values) -> str:
+    """A digest of the content of `values`, in order (see _Hasher)."""
     hasher = _Hasher()
-    hasher.add(f"{function.__module__}.{function.__qualname__}")
-    hasher.add(dict(bound.arguments))
+    for value in values:
+        hasher.add(value)
     return hasher.digest.hexdigest()
 
 
@@ -303,18 +308,13 @@ def once(function: Callable, *args, **kwargs):
     return RESULTS.get(key, build)
 
 
-def shared_pass(spinner: str):
-    """Decorator: the function's result shared by every session, keyed by its arguments' content, within PASSES's
-    byte bound; `spinner` is shown to the session that computes it, which lets its page turn go meanwhile."""
-    def decorate(function: Callable) -> Callable:
-        @functools.wraps(function)
-        def cached(*args, **kwargs):
-            def build():
-                with st.spinner(spinner), turns.waiting():  # a model turn, or a batch (transformer.inference.batching)
-                    return function(*args, **kwargs)
-            return PASSES.get(fingerprint(function, args, kwargs), build)
-        return cached
-    return decorate
+def shared_pass(key: str, spinner: str, build: Callable[[], object]):
+    """The model pass under `key` (content_key of its declaration and arguments), built once for every session within
+    PASSES's byte bound; `spinner` is shown to the session that builds it, which lets its page turn go meanwhile."""
+    def built():
+        with st.spinner(spinner), turns.waiting():  # a model turn, or a batch (transformer.inference.batching)
+            return build()
+    return PASSES.get(key, built)
 
 
 _EXPIRING: weakref.WeakSet[Expiring] = weakref.WeakSet()  # every Expiring cache, for clear()

@@ -10,6 +10,7 @@ import viz
 from . import passes, target
 from .analysis import Analysis, first_difference
 from .literal_text import plain, visible_name
+from .model_pass import TRANSLATE
 from .page import TYPED_TARGET, Page
 from .shared import once
 from .state import (
@@ -147,8 +148,9 @@ def choose_input(examples: list[str], card_beam_size: int, headline) -> tuple[st
                     "beam" if card_beam_size > 1 else "greedy", required=True)
     if decoding == "greedy":
         return st.session_state.text, 1
-    settle("beam", range(2, passes.MAX_BEAM_SIZE + 1), max(card_beam_size, DEFAULT_BEAM_SIZE))
-    return st.session_state.text, sidebar.slider("Beam size", 2, passes.MAX_BEAM_SIZE, key="beam")
+    most = passes.library("transformer.inference.decoding:MAX_BEAM_SIZE")
+    settle("beam", range(2, most + 1), max(card_beam_size, DEFAULT_BEAM_SIZE))
+    return st.session_state.text, sidebar.slider("Beam size", 2, most, key="beam")
 
 
 def choose_padding(analysis: Analysis, max_len: int) -> tuple[int, int]:
@@ -255,7 +257,7 @@ def build_page(headline, space: tuple[int, int | None]) -> Page | None:
     show_card(checkpoint)
     path, version = passes.checkpoint_path(name), passes.version_of(name)
     try:
-        analysis = passes.translate(path, version, text, beam_size)
+        analysis = passes.run(TRANSLATE, path, version, text=text, beam_size=beam_size)
     except ValueError as error:  # nothing to read (empty, spaces, invisible characters): translate says what to do
         st.info(str(error))
         analysis = None

@@ -4,6 +4,7 @@ position. Under the output: each target piece's probability and rank, and log p(
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -11,8 +12,9 @@ import streamlit as st
 import viz
 
 from . import passes
-from .analysis import Analysis
+from .analysis import Analysis, Attention
 from .literal_text import plain
+from .model_pass import SHARED, Pass
 from .page import Page
 from .state import MAX_INPUT_CHARS
 from .widgets import PROBABILITY, pieces_shown
@@ -25,7 +27,27 @@ FOIL_HELP = ("An alternative to the target (one word changed, say): each positio
              "sequences are compared too.")
 
 
-def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passes.Forced | None]:
+class Forced(NamedTuple):
+    tgt_ids: tuple[int, ...]  # decoder input: <s> and the target's pieces
+    output_ids: tuple[int, ...]  # the target's pieces and </s>
+    tgt_tokens: tuple[str, ...]
+    output_tokens: tuple[str, ...]
+    probs: tuple[float, ...]  # of each target piece at its position
+    ranks: tuple[int, ...]  # 1 = the model's own choice there
+    attention: Attention
+    # With a foil, per target position: the foil piece compared there (transformer.analysis.forced.aligned_foil;
+    # where none aligns, the target's own piece, "" as text and NaN as score), and log p(target_t) - log p(that piece).
+    foil_ids: tuple[int, ...] = ()
+    foil_tokens: tuple[str, ...] = ()
+    contrast: tuple[float, ...] = ()
+    foil_length: int = 0  # the foil's own pieces, </s> included
+    sequence_contrast: float | None = None  # log p(target) - log p(foil), each after its own prefix
+
+
+FORCED = Pass("forced target", "ui.passes:forced", Forced, SHARED, "Teacher-forcing the target…")
+
+
+def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, Forced | None]:
     """The Target and Foil fields; with a target, `analysis` with the target's ids, pieces, probabilities and
     attention in place of the model's output (the model's own output stays in the Forced's absence only)."""
     for name in ("target", "foil"):
@@ -44,7 +66,7 @@ def choose(path: str, version: int, analysis: Analysis) -> tuple[Analysis, passe
         return analysis, None
     src_ids = tuple(i for i in analysis.src_ids if i != analysis.pad_id)
     try:
-        forced = passes.forced(path, version, src_ids, target, foil.strip() and foil)
+        forced = passes.run(FORCED, path, version, src_ids=src_ids, target=target, foil=foil.strip() and foil)
     except ValueError as error:  # a target with nothing to read
         st.sidebar.warning(f"The target is not used: {error}")
         return analysis, None
@@ -75,7 +97,7 @@ def show(page: Page) -> None:
             st.caption(foil_caption(forced))
 
 
-def foil_caption(forced: passes.Forced) -> str:
+def foil_caption(forced: Forced) -> str:
     """What the foil's columns mean, and the two whole sequences' log p difference."""
     aligned = "" if forced.foil_length == len(forced.output_ids) else (
         f" The foil has {forced.foil_length} pieces and the target {len(forced.output_ids)}: they compare position by "

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from ui.analysis import KIND_LABELS
+from ui.model_pass import TRANSLATE
 from ui.page import Page
 from ui.state import draw, settle_all
 from ui.view import View
@@ -36,7 +37,7 @@ def render(page: Page) -> None:
         return
     ablated = ablated_heads(chosen)
     intact = page.analysis
-    changed = page.translation(ablated=ablated, mode=mode)
+    changed = page.run(TRANSLATE, ablated=ablated, mode=mode)
     # Padding (if any) leaves the real positions alone, so the intact pass's ids serve as they are.
     after = page.forced(labels=intact.output_ids, ablated=ablated, mode=mode)
     left, right = st.columns(2)

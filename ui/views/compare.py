@@ -11,6 +11,7 @@ import streamlit as st
 import viz
 from ui.analysis import KIND_LABELS, Analysis, Unavailable
 from ui.literal_text import plain
+from ui.model_pass import TEACHER_FORCED, TRANSLATE
 from ui.page import Page
 from ui.shared import once
 from ui.state import FINAL, MAX_INPUT_CHARS, draw
@@ -163,7 +164,7 @@ def two_inputs(page: Page, kind: str, layer: int, head: int | None) -> None:
         st.info("Change a word of input B: the same head on two inputs shows what the change does to it.", icon="✏️")
         return
     try:
-        a, b = page.input_translation(page.text), page.input_translation(text_b)
+        a, b = page.run(TRANSLATE), page.run(TRANSLATE, text=text_b)  # decoded as the sidebar says
     except ValueError as error:  # nothing to read in B: translate says what to do
         st.info(f"Input B: {error}")
         return
@@ -234,7 +235,8 @@ def next_piece_changes(page: Page, a: Analysis, b: Analysis) -> pd.DataFrame:
     model reads B's source with A's output teacher-forced (the same pieces, after the other source); a language or
     masked model has no other reading of the same pieces, so B's probability is its own where its piece there is A's."""
     if "decoder.cross_attn" in a.kinds:
-        after_b = page.probabilities_after(b.src_ids, a.tgt_ids, a.output_ids)
+        after_b = page.run(TEACHER_FORCED, snapshot=FINAL, src_ids=b.src_ids, tgt_ids=a.tgt_ids,
+                           labels=a.output_ids).label_probs
     else:
         after_b = [b.probs[t] if t < len(b.output_ids) and b.output_ids[t] == piece else np.nan
                    for t, piece in enumerate(a.output_ids)]

@@ -1,13 +1,15 @@
 """Across many inputs: a map of every head, one head's queries and keys over the corpus, heads matched across
 checkpoints and training snapshots, and feed-forward neurons' top examples. One corpus pass per checkpoint and
-corpus (ui.passes.summary), kept on disk; every picture here is read from it."""
+corpus (SUMMARY), kept on disk; every picture here is read from it."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 import viz
 from ui.analysis import KIND_LABELS
-from ui.page import MATCH_SENTENCES, NEURON_ORDERS, SECONDS_FIXED, SECONDS_PER_INPUT, TSNE_POINTS, Page
+from ui.model_pass import CORPUS_UNAVAILABLE, HOUR, SUMMARY_ON_DISK, Kept, Pass
+from ui.page import Page
 from ui.shared import once
 from ui.state import draw, settle
 from ui.view import View
@@ -20,6 +22,23 @@ PROJECTIONS = {"pca": "PCA", "tsne": "t-SNE"}
 COLOURS = {"position": "Position", "side": "Query or key", "token class": "Token class"}
 MAP_KEY, QK_KEY = "figure-head-map", "figure-queries-keys"
 ORDER_LABELS = {"strongest": "Strongest", "selective": "Most selective"}
+# What the summary promises and bounds, as the library measured and set them: "…:SECONDS_FIXED", "…:TSNE_POINTS".
+MEASURED = "transformer.analysis.corpus_summary:"
+
+# Each over the summary of count= inputs. Every head placed by how alike it attends, with its role (in its attrs,
+# roles_no_head_reaches and role_threshold).
+HEAD_MAP = Pass("head map", "ui.passes:head_map", pd.DataFrame, Kept(HOUR, max_entries=16))
+# One head's queries and keys in 2-D (head=, method=), and the share of its queries nearest their top key.
+QUERIES_KEYS = Pass("queries and keys", "ui.passes:queries_keys_picture", tuple, Kept(HOUR, max_entries=64),
+                    "Placing the queries and keys by t-SNE…")
+# This checkpoint's heads matched one-to-one to another's (other_path=, other_version=), or to a training
+# snapshot's (snapshot=); one head of the final weights followed through every snapshot (head=).
+MATCHED_HEADS = Pass("matched heads", "ui.passes:matched_heads", pd.DataFrame, Kept(HOUR, max_entries=16),
+                     "Matching heads…")
+MATCHED_SNAPSHOT = Pass("matched snapshot", "ui.passes:matched_snapshot", pd.DataFrame, Kept(HOUR, max_entries=16),
+                        "Matching heads…")
+FOLLOWED_HEAD = Pass("followed head", "ui.passes:followed_head", pd.DataFrame, Kept(HOUR, max_entries=64),
+                     "Following the head through the training snapshots…")
 
 
 def corpus_inputs(page: Page, count: int | None = None) -> str:
@@ -77,7 +96,7 @@ def render(page: Page) -> None:
                                  "a thousand: python -m transformer.corpus cache"))
     part = draw(row.segmented_control, "Show", "corpus_part", list(PARTS), format_func=PARTS.get, required=True,
                 persist_state="session", **({"label_visibility": "collapsed"} if page.lecture else {}))
-    unavailable, on_disk = page.corpus_unavailable(), page.summary_on_disk(count)
+    unavailable, on_disk = page.run(CORPUS_UNAVAILABLE), page.run(SUMMARY_ON_DISK, count=count)
     if unavailable and not on_disk:
         own = (f" `python -m transformer.corpus cache CHECKPOINT --count {count} --data CORPUS` reads a corpus of your "
                "own into this server's cache (docs/methods.md).") if page.card.task in ("translate", "lm") else ""
@@ -87,7 +106,7 @@ def render(page: Page) -> None:
     if not asked and not on_disk:
         row.button(f"Read {count} inputs", key="summary-run", type="primary", on_click=st.session_state.__setitem__,
                    args=("summary_asked", (page.path, page.version, count)))
-        seconds = round(SECONDS_FIXED + count * SECONDS_PER_INPUT)
+        seconds = round(page.library(MEASURED + "SECONDS_FIXED") + count * page.library(MEASURED + "SECONDS_PER_INPUT"))
         st.caption(f"Reads {corpus_inputs(page, count)} once (up to about {seconds} s on two busy cores, a bar "
                    "showing how far it has got; kept on this server for every session), "
                    "then draws every head's place on a map, each head's queries and keys, heads matched across "
@@ -104,7 +123,7 @@ def render(page: Page) -> None:
 
 
 def head_map(page: Page, count: int, summary) -> None:
-    frame = page.head_map(count)
+    frame = page.run(HEAD_MAP, count=count)
     chosen = tuple(st.session_state.get(key) for key in ("kind", "layer", "head"))  # the head the other views show
     fig = once(viz.head_map_figure, frame, title=f"Every head of {page.name}, over {len(summary.pairs)} inputs",
                theme=page.theme, chosen=chosen if None not in chosen else None)
@@ -127,11 +146,12 @@ def queries_keys(page: Page, count: int, summary) -> None:
     row = controls("queries-keys-picture")  # a row of its own: beside the head picker it would cut the last head
     method = draw(row.segmented_control, "Projection", "projection", list(PROJECTIONS), format_func=PROJECTIONS.get,
                   required=True, persist_state="session", help="PCA: the two directions of most variance, instant. "
-                  f"t-SNE (scikit-learn): keeps each point's neighbours; at most {TSNE_POINTS:,} points, computed once "
+                  "t-SNE (scikit-learn): keeps each point's neighbours; at most "
+                  f"{page.library(MEASURED + 'TSNE_POINTS'):,} points, computed once "
                   "per head (under 10 s).")
     colour = draw(row.segmented_control, "Colour", "qk_colour", list(COLOURS), format_func=COLOURS.get,
                   required=True, persist_state="session")
-    frame, share = page.queries_keys(count, (kind, layer, head), method)
+    frame, share = page.run(QUERIES_KEYS, count=count, head=(kind, layer, head), method=method)
     if colour == "token class":
         frame = once(classed, frame)
     sentences = int(frame["sentence"].max()) + 1 if len(frame) else 0
@@ -161,11 +181,14 @@ def matched(page: Page, count: int, summary) -> None:
     if against == "snapshots":
         snapshot = draw(row.selectbox, "Snapshot", "match_snapshot", list(page.snapshot_names),
                         page.snapshot_names[0], format_func=page.snapshot_label)
-        table, names = page.matched_snapshot(count, snapshot), ("final", page.snapshot_label(snapshot))
+        table = page.run(MATCHED_SNAPSHOT, count=count, snapshot=snapshot)
+        names = ("final", page.snapshot_label(snapshot))
         followed = head_picker(page, row=controls("follow"))  # the head followed (and in lecture mode, its kind shown)
     else:
         try:
-            table, names = page.matched_heads(count, against), (page.name, against)
+            other_path, other_version = page.folder(against)
+            table = page.run(MATCHED_HEADS, count=count, other_path=other_path, other_version=other_version)
+            names = (page.name, against)
         except ValueError as error:  # another shape: its heads cannot be matched one-to-one
             notice(page, str(error))
             return
@@ -177,7 +200,7 @@ def matched(page: Page, count: int, summary) -> None:
     fig = once(viz.head_matching_figure, table, names=names, title=title, theme=page.theme)
     show_figure(page, fig, "head-matching")
     aside(f"Each head matched to the one of the other model that attends most alike on the same inputs (the first "
-          f"{min(count, MATCH_SENTENCES)}; one-to-one "
+          f"{min(count, page.library(MEASURED + 'MATCH_SENTENCES'))}; one-to-one "
           "within each kind, least summed Jensen-Shannon divergence); the more alike, the darker the line.")
     if against == "snapshots":
         follow(page, count, followed)
@@ -188,28 +211,31 @@ def matched(page: Page, count: int, summary) -> None:
 
 def follow(page: Page, count: int, head: tuple[str, int, int]) -> None:
     """One head of the final weights followed back through the snapshots: a row per snapshot."""
-    table = page.followed_head(count, head)
+    table = page.run(FOLLOWED_HEAD, count=count, head=head)
     table = table.drop(columns=[c for c in table.columns if table[c].isna().all()])  # cross-attention: no induction
     st.dataframe(table, hide_index=True, key="followed-head", height=table_height(page),
                  column_config={column: st.column_config.NumberColumn(format="%.3f")
                                 for column in table.select_dtypes("float").columns if column != "step"})
     statistic = table.attrs.get("statistic", "")
     first = table[table["first_above"]]
-    found = (f" Its {statistic} first passes 0.4 at {first['snapshot'].iloc[0]}." if len(first)
-             else f" Its {statistic} never passes 0.4." if statistic else " It has no role at the final weights.")
+    threshold = page.library("transformer.analysis.head_map:ROLE_THRESHOLD")  # where a head has its role
+    found = (f" Its {statistic} first passes {threshold:g} at {first['snapshot'].iloc[0]}." if len(first)
+             else f" Its {statistic} never passes {threshold:g}." if statistic else " It has no role at the final "
+             "weights.")
     st.caption(f"{head_title(*head)} of the final weights followed back: in each snapshot, the head matched to it."
                + found)
 
 
 def neurons(page: Page, count: int, summary) -> None:
     row = controls("neurons")
+    orders = page.library(MEASURED + "NEURON_ORDERS")  # order -> what it ranks by
     layers = list(summary.neurons)
     settle("neuron_layer", range(len(layers)), 0)
     index = row.selectbox("Layer", range(len(layers)), key="neuron_layer",
                           format_func=lambda i: f"{layers[i][0]} layer {layers[i][1]}")
-    by = draw(row.segmented_control, "Order", "neuron_order", list(NEURON_ORDERS), "strongest", required=True,
+    by = draw(row.segmented_control, "Order", "neuron_order", list(orders), "strongest", required=True,
               persist_state="session", format_func=lambda o: ORDER_LABELS[o],
-              help="; ".join(f"{ORDER_LABELS[o]}: {NEURON_ORDERS[o]}" for o in NEURON_ORDERS))
+              help="; ".join(f"{ORDER_LABELS[o]}: {orders[o]}" for o in orders))
     order = once(summary.neuron_order, layers[index], by)
     labels = {int(n): f"{n} · {strongest:.2f} · {tokens} token{'s' if tokens > 1 else ''}, top {top!r}"
               for n, strongest, tokens, top in order.itertuples(index=False)}
@@ -218,12 +244,12 @@ def neurons(page: Page, count: int, summary) -> None:
     settle("corpus_neuron", list(labels), int(order["neuron"].iloc[0]))
     neuron = int(row.selectbox(f"Neuron, {ORDER_LABELS[by].lower()}", list(labels), key="corpus_neuron",
                                format_func=labels.get))
-    table = viz.neuron_examples_table(page.neuron_examples(count, *layers[index], neuron)).drop(columns="neuron")
+    table = viz.neuron_examples_table(summary.neuron_examples(layers[index], neuron)).drop(columns="neuron")
     st.dataframe(table, hide_index=True, key="neuron-examples", height=table_height(page),
                  column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
     rank = list(labels).index(neuron) + 1
     aside(f"Neuron {neuron} of the {layers[index][0]}'s layer {layers[index][1]} feed-forward network, "
-          f"{rank} of {len(labels)} {NEURON_ORDERS[by]}: the tokens of {len(summary.pairs)} inputs on which it fires "
+          f"{rank} of {len(labels)} {orders[by]}: the tokens of {len(summary.pairs)} inputs on which it fires "
           "most (after its activation function), each in its sentence. The Inside view shows the same neurons on "
           "this page's input.")
 

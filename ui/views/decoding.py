@@ -9,10 +9,11 @@ import pandas as pd
 import streamlit as st
 
 import viz
-from ui.analysis import BeamTreeView
+from ui.analysis import BeamTreeView, DecodingSteps
+from ui.model_pass import SHARED, TEACHER_FORCED, Pass
 from ui.page import Page
 from ui.shared import once
-from ui.state import DEFAULT_BEAM_SIZE, Between, draw, settle
+from ui.state import DEFAULT_BEAM_SIZE, FINAL, Between, draw, settle
 from ui.view import View
 from ui.widgets import PROBABILITY, aside, controls, show_figure, side_by_side, table_height, word_switch
 
@@ -22,6 +23,10 @@ MAX_TEMPERATURE = 3.0  # the slider's end: beyond it the distribution is all but
 MAX_SEED = 2 ** 31 - 1
 TREE_BEAMS = range(2, 9)  # wider beams give steps of more than 64 hypotheses: no longer a readable tree
 TREE_FIGURE = "figure-beam-tree"  # the tree's chart key: its selection opens a hypothesis
+
+DECODING_STEPS = Pass("decoding steps", "ui.passes:decoding_steps", DecodingSteps, SHARED, "Decoding step by step…")
+BEAM_TREE = Pass("beam tree", "ui.passes:beam_tree_view", BeamTreeView, SHARED,
+                 "Searching with every hypothesis recorded…")
 
 
 def step_by(delta: int, last: int) -> None:
@@ -65,7 +70,7 @@ def render_tree(page: Page, row) -> None:
     fallback = page.beam_size if page.beam_size in TREE_BEAMS else DEFAULT_BEAM_SIZE
     beams = draw(row.segmented_control, "Beams", "tree_beam", TREE_BEAMS, fallback, required=True,
                  persist_state="session")
-    tree = page.beam_tree(beams)
+    tree = page.run(BEAM_TREE, src_ids=page.source_ids(), beam_size=beams)
     depths = [0] * len(tree.parents)
     for index, parent in enumerate(tree.parents):
         depths[index] = 0 if parent < 0 else depths[parent] + 1
@@ -101,7 +106,9 @@ def render_tree(page: Page, row) -> None:
         path.append(tree.parents[path[-1]])
     prefix = [tree.pieces[index] for index in reversed(path[1:])]  # the decoder input of the step: <s> first
     step = depths[node] - 1
-    rows = page.step_cross(tree.prefixes[node])  # (layers, heads, src_len)
+    # The cross-attention of the step that reads this prefix: one teacher-forced pass, its last query row.
+    forced = page.run(TEACHER_FORCED, snapshot=FINAL, src_ids=page.source_ids(), tgt_ids=tuple(tree.prefixes[node]))
+    rows = forced.stack("decoder.cross_attn")[:, :, -1]  # (layers, heads, src_len)
     cross = once(viz.decoding_step_figure, rows, list(tree.src_tokens), prefix, step, theme=page.theme)
     st.text(viz.decoding_step_caption(step, prefix) + f"  →  {viz.piece_text(tree.pieces[node])}")
     show_figure(page, cross, "beam-node")
@@ -118,7 +125,9 @@ def render(page: Page) -> None:
         render_tree(page, row)
         return
     sampling = sampling_controls(page) if mode == "sampling" else (0.0, 0, 1.0, 0)
-    steps = page.decoding(*sampling)
+    temperature, top_k, top_p, seed = sampling
+    steps = page.run(DECODING_STEPS, src_ids=page.source_ids(), temperature=temperature, top_k=top_k, top_p=top_p,
+                     seed=seed)
     count = len(steps.top)  # one step per generated piece
     # A decoder-only model's prompt fills the positions before its first step's query.
     offset = len(steps.prefix_tokens) - count

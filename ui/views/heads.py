@@ -1,9 +1,11 @@
 """Numbers per head (sortable), a scatter of two of them, attention rollout, and heads ranked across a corpus."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 import viz
+from ui.model_pass import CORPUS_FILE, CORPUS_UNAVAILABLE, HOUR, Kept, Pass
 from ui.page import Page
 from ui.shared import once
 from ui.state import draw, settle
@@ -12,6 +14,12 @@ from ui.widgets import controls, head_title, show_figure, side_by_side, table_he
 
 CORPUS_SIZE = 200  # inputs by default: a few seconds on the shipped checkpoints
 MAX_CORPUS_SIZE = 1000  # larger corpora: python -m transformer.corpus (it streams, and runs under torchrun)
+STATISTICS = "transformer.analysis.corpus_heads:STATISTICS"  # name -> what it measures
+# Heads by their mean statistic over the corpus, highest first: kind, layer, head, mean, sentences (count=,
+# statistic=); the sentences where one head's statistic is highest: sentence, value, source, target (count=, kind=,
+# layer=, head=, statistic=).
+CORPUS_RANKING = Pass("corpus ranking", "ui.passes:corpus_ranking", pd.DataFrame, Kept(HOUR, max_entries=64))
+CORPUS_TOP = Pass("corpus top sentences", "ui.passes:corpus_top", pd.DataFrame, Kept(HOUR, max_entries=64))
 
 
 def render(page: Page) -> None:
@@ -83,13 +91,13 @@ def across_corpus(page: Page) -> None:
     """Rank heads by a statistic over a corpus, and list the sentences where the chosen head does most of it. The
     corpus runs only when the button is pressed; its results stay for the session (cached per checkpoint version)."""
     st.subheader("Across a corpus")
-    statistics = page.corpus_statistics
+    statistics = page.library(STATISTICS)
     row = controls("corpus")
     statistic = draw(row.selectbox, "Statistic", "corpus_stat", list(statistics),
                      format_func=lambda name: f"{name}: {statistics[name]}", persist_state="session")
     count = int(row.number_input("Inputs", min_value=1, max_value=MAX_CORPUS_SIZE, value=CORPUS_SIZE, step=50,
                                  key="corpus_count"))
-    unavailable = page.corpus_unavailable()
+    unavailable = page.run(CORPUS_UNAVAILABLE)
     row.button("Run over the corpus", key="corpus-run", on_click=st.session_state.__setitem__,
                args=("corpus_ran", (page.path, page.version, count)), disabled=bool(unavailable))
     if unavailable:
@@ -102,11 +110,11 @@ def across_corpus(page: Page) -> None:
                    " and ranks every head by the statistic's mean over the sentences.")
         return
     count = ran[2]
-    result = page.corpus(count)
+    result = page.run(CORPUS_FILE, count=count)
     if result.error:
         st.error(result.error)
         return
-    ranking = page.corpus_ranking(count, statistic)
+    ranking = page.run(CORPUS_RANKING, count=count, statistic=statistic)
     st.dataframe(ranking, hide_index=True, key="corpus-ranking", height="content",
                  column_config={"mean": st.column_config.NumberColumn(format="%.3f")})
     st.caption(f"Every head by its mean {statistic} over {result.sentences} sentences (taken over the sentences where "
@@ -114,7 +122,7 @@ def across_corpus(page: Page) -> None:
     heads = list(ranking[["kind", "layer", "head"]].itertuples(index=False, name=None))
     kind, layer, head = st.selectbox("Head", heads, key="corpus_head",
                                      format_func=lambda h: head_title(*h))
-    top = page.corpus_top(count, kind, int(layer), int(head), statistic)
+    top = page.run(CORPUS_TOP, count=count, kind=kind, layer=int(layer), head=int(head), statistic=statistic)
     st.dataframe(top, hide_index=True, key="corpus-top", height="content",
                  column_config={statistic: st.column_config.NumberColumn(format="%.3f")})
     st.caption(f"The sentences where this head's {statistic} is highest.")

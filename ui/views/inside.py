@@ -1,18 +1,45 @@
 """Inside a head, step by step: one query token's q meets every key, the scores are scaled, masked and softmaxed,
 the weights mix the values into z, and W_O's slice turns z into the head's share of the layer's update; then the
-layer's feed-forward neurons. Every vector is a hook point of one captured pass (ui.passes.inside)."""
+layer's feed-forward neurons. Every vector is a hook point of one captured pass (INSIDE)."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import streamlit as st
 
 import viz.inside
 from ui.literal_text import plain
+from ui.model_pass import SHARED, SUMMARY_ON_DISK, Pass
 from ui.page import Page
 from ui.shared import once
 from ui.state import settle
 from ui.view import View
 from ui.widgets import aside, controls, head_picker, head_title, kv_head, kv_sentence, show_figure
+
+
+class Inside(NamedTuple):
+    """One attention block's hook points and its layer's feed-forward neurons (transformer.model.hooks.INSIDE_HOOKS),
+    captured in one pass over the page's ids: every number this view shows is one of these, or a product of two."""
+
+    block_input: np.ndarray  # (q_len, d_model) the residual stream entering the block
+    q: np.ndarray  # (heads, q_len, d_head) queries
+    k: np.ndarray  # (heads, k_len, d_head) keys
+    v: np.ndarray  # (heads, k_len, d_head) values
+    scores: np.ndarray  # (heads, q_len, k_len) q·k / √d_head, before the mask
+    allowed: np.ndarray  # (q_len, k_len) bool, True = may attend: the mask the model used
+    weights: np.ndarray  # (heads, q_len, k_len) the softmax: the pattern every view shows
+    z: np.ndarray  # (heads, q_len, d_head) the weighted sum of the values
+    result: np.ndarray  # (q_len, heads, d_model) each head's z through its slice of W_O
+    neurons: np.ndarray  # (length, d_ff) the layer's feed-forward hidden activations (its stack's tokens)
+    # Rotary positions only (None otherwise): q and k before the rotation turned them by their positions; q and k
+    # above are after it. k, v and k_unrotated have the model's key/value heads (fewer with grouped-query attention:
+    # query head h reads key/value head h // (heads / kv_heads)).
+    q_unrotated: np.ndarray | None = None  # (heads, q_len, d_head)
+    k_unrotated: np.ndarray | None = None  # (kv_heads, k_len, d_head)
+
+
+INSIDE = Pass("inside a block", "ui.passes:inside", Inside, SHARED, "Looking inside the block…")  # kind=, layer=
 
 STEPS = ("q and k", "q ⊙ k", "softmax", "output", "neurons")
 # Rotary positions turn q and k between the projections and their product: a step of its own, after the first (the
@@ -55,7 +82,7 @@ def render(page: Page) -> None:
                                  label_visibility="collapsed" if page.lecture else "visible")
     row.button("▶", on_click=step_by, args=(1, len(steps)), disabled=step == len(steps) - 1, key="inside-next",
                shortcut="Right", type="tertiary", help="Next step (key →)")
-    inside = page.inside(kind, layer)
+    inside = page.run(INSIDE, kind=kind, layer=layer)
     name, number = steps[step], step + 1
     kv = kv_head(page.config, head)
     if name != "neurons" and not page.lecture:  # the figures' titles name the step, the controls say where
@@ -173,9 +200,9 @@ def neurons(page: Page, kind: str, layer: int, activations: np.ndarray, query: i
                            title=f"neuron {neuron} over the input", theme=page.theme),
                 "inside-neuron")
     count = st.session_state.summary_count
-    known = page.summary_on_disk(count)
+    known = page.run(SUMMARY_ON_DISK, count=count)
     if known:  # read already: the neuron's top tokens over the corpus, beside this input's
-        examples = viz.neuron_examples_table(page.neuron_examples(count, stack, layer, neuron))
+        examples = viz.neuron_examples_table(page.summary(count).summary.neuron_examples((stack, layer), neuron))
         st.dataframe(examples, hide_index=True, height="content" if page.lecture else "auto",
                      column_config={"activation": st.column_config.NumberColumn(format="%.3f")})
         st.caption(f"Neuron {neuron}'s highest activations over {count} inputs of the corpus, each in its sentence "

@@ -7,15 +7,24 @@ import numpy as np
 import streamlit as st
 
 import viz
+from ui.model_pass import HOUR, Kept, Pass
 from ui.page import Page
 from ui.shared import once
 from ui.state import URL_STATE, draw, settle, settle_all
 from ui.view import View
+from ui.views.inside import INSIDE
 from ui.widgets import controls, head_picker, show_figure
 
 PE_SIDES = {"src": "encoder", "tgt": "decoder"}
 PE_PLOTS = {"heatmap": "positions × dimensions", "curves": "curves by dimension", "similarity": "similarity"}
 ROTARY_PLOTS = {"frequencies": "frequencies", "distance": "q·k by distance"}  # rotary models only
+
+# (max_len, d_model) the encoding the model adds on `side` ('src' or 'tgt'); a rotary model's rotation of each
+# position, (max_len, d_head).
+POSITIONAL_TABLE = Pass("positional table", "ui.passes:positional_table", np.ndarray, Kept(HOUR, max_entries=16))
+# A rotary model's angle per token of each dimension pair (d_head / 2,), as it turns (its rope_scaling applied) and
+# before the scaling.
+ROTARY_FREQUENCIES = Pass("rotary frequencies", "ui.passes:rotary_frequencies", tuple, Kept(HOUR, max_entries=16))
 
 
 def number(value: float) -> str:
@@ -69,7 +78,7 @@ def render(page: Page) -> None:
 def table(page: Page, plot: str, side: str, positions: int) -> None:
     """The table the model adds (or, rotary, turns by) at each position: heatmap, curves or similarity."""
     config = page.config
-    pe = page.positional_table(side)[:positions]
+    pe = page.run(POSITIONAL_TABLE, side=side)[:positions]
     width = pe.shape[1]  # d_model; a rotary table's d_head
     rotary = config.positional == "rotary"
     half = width // 2
@@ -109,7 +118,7 @@ def table(page: Page, plot: str, side: str, positions: int) -> None:
 def frequencies(page: Page) -> None:
     """How fast each dimension pair turns, scaled as the model is and (if scaled) before."""
     config = page.config
-    turned, unscaled = page.rotary_frequencies()
+    turned, unscaled = page.run(ROTARY_FREQUENCIES)
     half, scaled = len(turned), config.rope_scaling != "none"
     llama3 = config.rope_scaling == "llama3"
     fig = once(viz.rotary_frequencies_figure, turned, unscaled if scaled else None, context=config.max_len,
@@ -134,7 +143,7 @@ def frequencies(page: Page) -> None:
 def distance(page: Page, positions: int) -> None:
     """q·k of one fixed q and k as their distance grows: this input's, from a chosen head and tokens, or all ones."""
     config = page.config
-    turned, _ = page.rotary_frequencies()
+    turned, _ = page.run(ROTARY_FREQUENCIES)
     d_head = 2 * len(turned)
     distances = np.arange(positions)
     analysis = page.analysis
@@ -155,7 +164,7 @@ def distance(page: Page, positions: int) -> None:
                  format_func=lambda t: f"q {t}: {viz.piece_text(tokens[t])}", **compact)
     key = draw(row.selectbox, "Key token", "pe_key", range(query + 1), 0, persist_state="session", width=token_px,
                format_func=lambda t: f"k {t}: {viz.piece_text(tokens[t])}", **compact)
-    inside = page.inside(kind, layer)
+    inside = page.run(INSIDE, kind=kind, layer=layer)
     kv_head = head // (config.num_heads // config.kv_heads)  # the key/value head this query head reads
     q, k = inside.q_unrotated[head, query], inside.k_unrotated[kv_head, key]
     own = float(inside.scores[head, query, key]) * np.sqrt(d_head)  # the model's q·k, before its ÷ √d_head

@@ -6,6 +6,7 @@ import streamlit as st
 import viz
 from ui.analysis import Unavailable
 from ui.literal_text import plain
+from ui.model_pass import TRANSLATE
 from ui.page import Page
 from ui.shared import once
 from ui.state import FINAL, settle
@@ -49,7 +50,7 @@ def render(page: Page) -> None:
     words = word_switch(row)
     try:
         # Decoded as the headline's output: at the final weights it is that output, whose pieces the rows spell.
-        at_snapshot = page.translation(snapshot=snapshot)
+        at_snapshot = page.run(TRANSLATE, snapshot=snapshot)
         forming = [(page.snapshot_label(name), page.forced(snapshot=name).head(kind, layer, head))
                    for name in snapshots]
     except Unavailable as error:
