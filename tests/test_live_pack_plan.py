@@ -70,3 +70,11 @@ def test_the_presenters_choice_reaches_the_packing_process(monkeypatch):
     presenter.packed("some-deck", "content one", True)
     presenter.packed("some-deck", "content two")
     assert asked == [("some-deck", True), ("some-deck", False)]
+
+
+def test_a_checkpoint_whose_task_warns_about_inputs_stays_static():
+    """The dates task's notice (years outside its training range) is the app's alone: a page would leave it out."""
+    from ui import passes
+
+    with pytest.raises(ValueError, match=r"its task \(dates\) warns about inputs"):
+        passes.browser_model("dates")
