@@ -1,9 +1,10 @@
-"""The only UI module that imports torch or `transformer`: checkpoint discovery and loading, and the cached passes.
+"""The only UI module that imports torch or `transformer`: checkpoint discovery and loading, and the passes views
+declare (ui.model_pass.Pass) run through one cache per declaration (run()).
 
 Checkpoints are the direct sub-folders of $ATLAS_CHECKPOINTS (default: `checkpoints/` next to app.py); a name from
 the picker or a link only becomes a path through transformer.resolve_checkpoint, which never leads outside it.
-Folders are checked without reading weights (transformer.inspect_checkpoint); only the checkpoints being shown are
-loaded, once per folder version, and never changed (capture and ablation are per call). Passes are shared by
+Folders are checked without reading weights (transformer.io.checkpoint.folder_problem); only the checkpoints being
+shown are loaded, once per folder version, and never changed (capture and ablation are per call). Passes are shared by
 every session (ui.shared.shared_pass, bounded in bytes), not copied: every session gets the same read-only objects
 (ui.analysis) instead of unpickling its own copy on every rerun (tens of MB at 256 tokens).
 """
@@ -12,9 +13,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
+import inspect
 import os
+import pkgutil
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -50,11 +55,7 @@ from transformer.analysis.patching import patch_texts
 from transformer.analysis.qk_space import attended_nearest_share
 from transformer.inference.batching import Batcher
 from transformer.inference.batching import Cancelled as Cancelled  # re-exported: ui.frame ends a run whose session left
-from transformer.inference.decoding import (
-    MAX_BEAM_SIZE,  # noqa: F401 - the sidebar's beam limit (it imports no transformer)
-    Sampling,
-    output_limit,
-)
+from transformer.inference.decoding import Sampling, output_limit
 from transformer.inference.translation import (
     OutOfMemory,
     Request,
@@ -70,13 +71,7 @@ from transformer.io.checkpoint import (
     read_tokenizer,
 )
 from transformer.io.disk_cache import DiskCache, model_digest
-from transformer.io.safety import (  # noqa: F401 - re-exported: ui.pack's refusal (it imports no transformer)
-    BYTES_PER_ATTENTION_VALUE,
-    PASS_BUDGET_BYTES,
-    OutputOverInput,
-    read_bytes,
-    refuse_output_over_inputs,
-)
+from transformer.io.safety import BYTES_PER_ATTENTION_VALUE, PASS_BUDGET_BYTES, read_bytes
 from transformer.model.config import TransformerConfig
 from transformer.model.hooks import INSIDE_HOOKS
 from transformer.model.positional import rotary_frequencies as model_rotary_frequencies
@@ -87,7 +82,17 @@ from transformer.training import faithfulness
 from . import memory, turns
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
 from .memory import ServerBusy as ServerBusy  # re-exported: ui.frame shows it in place of the view
-from .shared import current_session, expiring, session_is_open, shared_pass
+from .model_pass import (
+    CORPUS_FILE,
+    SUMMARY,
+    TEACHER_FORCED,
+    CorpusFile,
+    Kept,
+    Pass,
+    Shared,
+    Summary,
+)
+from .shared import Expiring, content_key, current_session, expiring, session_is_open, shared_pass
 from .warnings import worded
 
 
@@ -132,6 +137,106 @@ def model_turn(needed: int, kept: bool = True) -> Iterator[None]:
             failed = type(error).__name__
     if failed:
         raise OutOfMemory(failed)
+
+
+# ---------------------------------------------------------------------------------------------- declared passes
+# A view asks page.run(PASS, **args) (ui.model_pass.Pass, declared in its feature's module): run(PASS, path, version,
+# **args) here, through the one cache of that declaration.
+
+GIVEN = ("path", "version", "checkpoint", "model")  # what run() gives a pass's function whose parameters name it
+
+
+@functools.cache
+def library(reference: str):
+    """The object named "module:name": a pass's function, or a limit or registry of the library that a module which
+    imports no `transformer` reads (the sidebar's beam limit, a view's corpus bounds)."""
+    return pkgutil.resolve_name(reference)
+
+
+def parameters(declared: Pass) -> tuple[str, ...]:
+    """The names of the parameters of `declared`'s function (ui.page gives those of the page's input a view leaves
+    out)."""
+    return tuple(inspect.signature(library(declared.function)).parameters)
+
+
+def run(declared: Pass, path: str, version: int, **args):
+    """`declared`'s result over the checkpoint at (path, version) and `args`: from its cache, or computed there.
+    TypeError where `args` do not fit its function, or it returns no `declared.result`."""
+    if taken := set(args) & set(GIVEN):
+        raise TypeError(f"{declared.name}: run() gives {sorted(taken)} itself")
+    bound = inspect.signature(library(declared.function)).bind_partial(**args)
+    bound.apply_defaults()  # f(a) and f(a, b=default) are one result
+    return _cache(declared)(path, version, **bound.arguments)
+
+
+_CACHES: dict[str, tuple[Pass, Callable]] = {}  # declaration name -> (the declaration, its cache)
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache(declared: Pass) -> Callable:
+    with _CACHES_LOCK:
+        if declared.name not in _CACHES:
+            _CACHES[declared.name] = (declared, _cached(declared))
+        found, cache = _CACHES[declared.name]
+    if found != declared:
+        raise ValueError(f"two passes are named {declared.name!r}: {found.function} and {declared.function}")
+    return cache
+
+
+def _cached(declared: Pass) -> Callable:
+    compute = functools.partial(_computed, declared)
+    policy = declared.cache
+    if isinstance(policy, Kept):
+        return Expiring(compute, policy.ttl.total_seconds(), policy.max_entries, declared.spinner or None,
+                        library(policy.on_release) if policy.on_release else None)
+    if isinstance(policy, Shared):
+        return lambda path, version, **arguments: shared_pass(
+            content_key(declared.name, path, version, arguments), declared.spinner,
+            lambda: compute(path, version, **arguments))
+    return compute
+
+
+def _computed(declared: Pass, path: str, version: int, **arguments):
+    """`declared`'s function called with what its parameters name (GIVEN, then `arguments`), its result typed."""
+    function = library(declared.function)
+    wanted = inspect.signature(function).parameters
+    given = {"path": path, "version": version}
+    if "checkpoint" not in wanted and "model" not in wanted:
+        return typed(declared.result, function(**{name: given[name] for name in given if name in wanted},
+                                               **arguments))
+    checkpoint = load(path, version).checkpoint
+    given.update(checkpoint=checkpoint, model=checkpoint.model)
+    needed = pass_bytes(checkpoint.config, len(arguments.get("src_ids", ())), len(arguments.get("tgt_ids", ())))
+    with model_turn(needed):
+        value = function(**{name: given[name] for name in given if name in wanted}, **arguments)
+    return typed(declared.result, value)
+
+
+def typed(result: type | tuple[type, ...], value):
+    """`value` if it is a `result`; else a `result` (a NamedTuple or dataclass) built from the fields of that name
+    (a dict's keys, an object's attributes), each read-only (readable)."""
+    if isinstance(value, result):
+        return value
+    fields = (getattr(result, "_fields", None) or
+              (tuple(field.name for field in dataclasses.fields(result)) if dataclasses.is_dataclass(result) else ()))
+    unknown = set(value) - set(fields) if isinstance(value, dict) else set()
+    if not fields or unknown:
+        raise TypeError(f"a pass returned {type(value).__name__} {sorted(unknown) or ''}, not {result}")
+    found = value if isinstance(value, dict) else {name: getattr(value, name) for name in fields
+                                                   if hasattr(value, name)}
+    return result(**{name: readable(found[name]) for name in fields if name in found})
+
+
+def readable(value):
+    """`value` as a view may hold it: a tensor as a read-only numpy array on the CPU, an array read-only, a list a
+    tuple (their items too)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return read_only(value)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return tuple(readable(item) for item in value)
+    return value
 
 
 # Loaded checkpoints are kept per folder version, for an hour after each is loaded (a fixed count thrashed at 9+
@@ -288,7 +393,6 @@ def attention_of(record: AttentionRecord, label_probs: tuple[float, ...] = ()) -
 BATCHER = Batcher.from_environment(turn=lambda: model_turn(0))
 
 
-@shared_pass("Running the model…")
 def translate(path: str, version: int, text: str, beam_size: int, snapshot: str = FINAL, ablated: tuple = (),
               mode: str = "zero") -> Analysis:
     """Translate `text` and capture the attention of one pass over (source, decoder input). ablated: ((attention
@@ -309,7 +413,6 @@ def translate(path: str, version: int, text: str, beam_size: int, snapshot: str 
                     attention=attention_of(translation.attention))
 
 
-@shared_pass("Running the model…")
 def teacher_forced(path: str, version: int, snapshot: str, src_ids: tuple, tgt_ids: tuple, labels: tuple = (),
                    ablated: tuple = (), mode: str = "zero") -> Attention:
     """One captured pass of a model over given ids (no decoding), and the probability of each of `labels` at its
@@ -334,10 +437,10 @@ def padded(path: str, version: int, plain: Analysis, pad_src: int, pad_tgt: int)
     return dataclasses.replace(plain, src_ids=src_ids, tgt_ids=tgt_ids,
                                src_tokens=plain.src_tokens + (pad_piece,) * pad_src,
                                tgt_tokens=plain.tgt_tokens + (pad_piece,) * pad_tgt,
-                               attention=teacher_forced(path, version, FINAL, src_ids, tgt_ids))
+                               attention=run(TEACHER_FORCED, path, version, snapshot=FINAL, src_ids=src_ids,
+                                             tgt_ids=tgt_ids))
 
 
-@shared_pass("Decoding step by step…")
 def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float = 0.0, top_k: int = 0,
                    top_p: float = 1.0, seed: int = 0) -> DecodingSteps:
     """Generation of the source `src_ids`, one token at a time, to the length the sidebar's decoding stops at:
@@ -356,7 +459,8 @@ def decoding_steps(path: str, version: int, src_ids: tuple, temperature: float =
         prefix_tokens=tuple(pieces(decoder_input)),
         top=tuple(tuple(zip(pieces([i for i, _ in step.top]), [p for _, p in step.top])) for step in steps),
         cross=read_only(np.stack([step.cross_attention.cpu().numpy() for step in steps], axis=2)),
-        decoder_self=teacher_forced(path, version, FINAL, tuple(src_ids), decoder_input).stack("decoder.self_attn"),
+        decoder_self=run(TEACHER_FORCED, path, version, snapshot=FINAL, src_ids=tuple(src_ids),
+                         tgt_ids=decoder_input).stack("decoder.self_attn"),
         shaped_pieces=tuple(tuple(pieces(ids)) + (f"({others:,} other pieces)",) for ids, _, others in shown),
         shaped=tuple(read_only(probs) for _, probs, _ in shown),
         drawn=tuple(ids.index(step.token_id) for (ids, _, _), step in zip(shown, steps)),
@@ -375,7 +479,6 @@ def shaped_pieces(distributions: torch.Tensor, drawn: int) -> tuple[list[int], n
     return ids, np.concatenate([probs, others], axis=1), distributions.size(1) - len(ids)
 
 
-@shared_pass("Searching with every hypothesis recorded…")
 def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> BeamTreeView:
     """Beam search of the source `src_ids` as the sidebar runs it (the card's penalties, the same length limit),
     with every hypothesis of every step recorded."""
@@ -400,14 +503,12 @@ def beam_tree_view(path: str, version: int, src_ids: tuple, beam_size: int) -> B
     )
 
 
-@expiring(KEPT_FOR, max_entries=16)
 def positional_table(path: str, version: int, side: str) -> np.ndarray:
     """(max_len, d_model) positional encoding the model adds on `side` ('src' or 'tgt'); a rotary model's rotation
     of each position, (max_len, d_head) (RotaryPositional.table)."""
     return read_only(load(path, version).checkpoint.model.positional_table(side).cpu().numpy())
 
 
-@expiring(KEPT_FOR, max_entries=16)
 def rotary_frequencies(path: str, version: int) -> tuple[np.ndarray, np.ndarray]:
     """A rotary model's angles per token of each dimension pair, (d_head / 2,) each: as the model turns its queries
     and keys (its rope_scaling applied), and as they were before the scaling (rope_theta^(-2i/d_head))."""
@@ -422,33 +523,8 @@ def rotary_frequencies(path: str, version: int) -> tuple[np.ndarray, np.ndarray]
 # decoding).
 
 FAITHFULNESS = Path(__file__).parents[1] / "checkpoints" / "faithfulness.json"  # the shipped checkpoints' table
-ATTRIBUTION_METHODS = attribution.METHODS  # name -> its declaration (signed or not, note, citation)
 
 
-class Explained(NamedTuple):
-    methods: tuple[tuple[str, np.ndarray], ...]  # (method, (rows, src_len)) in transformer.analysis.attribution's order
-    src_tokens: tuple[str, ...]
-    output_tokens: tuple[str, ...]
-
-
-class Lens(NamedTuple):
-    stages: tuple[str, ...]
-    top_pieces: tuple[tuple[tuple[str, ...], ...], ...]  # [stage][position][rank], most likely first
-    top_probs: np.ndarray  # (stages, tgt_len, top_k)
-    src_tokens: tuple[str, ...]
-    tgt_tokens: tuple[str, ...]  # decoder input, <s> first
-    output_tokens: tuple[str, ...]  # the piece each decoder position predicts
-
-
-class Patched(NamedTuple):
-    error: str  # why the two inputs cannot be patched ("" if they can); the arrays are empty then
-    heads: tuple[tuple[str, np.ndarray], ...] = ()  # (attention kind, (layers, heads))
-    positions: tuple[tuple[str, np.ndarray], ...] = ()  # ("encoder", (layers, src_len)), ("decoder", (layers, tgt_len))
-    clean_log_prob: float = 0.0
-    corrupted_log_prob: float = 0.0
-
-
-@shared_pass("Attributing by every method…")
 def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, row: int | None) -> tuple:
     """Every attribution method's (rows, src_len) array for one decoded input, for output `row` alone or for every
     row (None): ((method, array), ...) in transformer.analysis.attribution's order."""
@@ -459,28 +535,27 @@ def explained(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_id
     return tuple((name, read_only(matrix)) for name, matrix in methods.items())
 
 
-@shared_pass("Reading the decoder's residual stream…")
-def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> tuple:
-    """The logit lens of one decoded input: (stages, top pieces [stage][position][rank], top probabilities)."""
+def lens(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple) -> dict:
+    """The logit lens of one decoded input: its stages, top pieces [stage][position][rank] and top probabilities."""
     checkpoint = load(path, version).checkpoint
     with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(tgt_ids))):
         result = logit_lens(checkpoint.model, list(src_ids), list(tgt_ids), list(output_ids))
     pieces = tuple(tuple(tuple(ranked) for ranked in stage) for stage in result.top_pieces(checkpoint.tgt_tokenizer))
-    return tuple(result.stages), pieces, read_only(result.top_probs)
+    return dict(stages=tuple(result.stages), top_pieces=pieces, top_probs=read_only(result.top_probs))
 
 
-@shared_pass("Patching every head and position…")
-def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> Patched:
+def patched(path: str, version: int, clean: str, corrupted: str, position: int) -> dict:
+    """Activation patching from `clean` into `corrupted` at output `position`: every head's and position's effect,
+    or the error that says why the two cannot be patched."""
     checkpoint = load(path, version).checkpoint
     try:
         src_len = len(checkpoint.encode(clean))
         with model_turn(pass_bytes(checkpoint.config, src_len, checkpoint.output_limit(src_len))):
             result, _ = patch_texts(checkpoint, clean, corrupted, position)
     except ValueError as error:
-        return Patched(str(error))
-    return Patched("", tuple((kind, read_only(table)) for kind, table in result.heads.items()),
-                   tuple((stack, read_only(table)) for stack, table in result.positions.items()),
-                   result.clean_log_prob, result.corrupted_log_prob)
+        return dict(error=str(error))
+    return dict(error="", heads=tuple(result.heads.items()), positions=tuple(result.positions.items()),
+                clean_log_prob=result.clean_log_prob, corrupted_log_prob=result.corrupted_log_prob)
 
 
 @expiring(KEPT_FOR, max_entries=4)
@@ -497,19 +572,17 @@ def faithfulness_version() -> int:
     return FAITHFULNESS.stat().st_mtime_ns if FAITHFULNESS.exists() else 0
 
 
+def faithfulness_measured() -> pd.DataFrame | None:
+    """The shipped checkpoints' faithfulness table, read again once its file changes."""
+    return faithfulness_table(faithfulness_version())
+
+
 # ---------------------------------------------------------------------------------------------- heads across a corpus
 # transformer.analysis.corpus_heads over a small corpus (the checkpoint's generated inputs or its dev split's first
 # sentences): the Parquet file lives in a temporary folder as long as its cache entry, and is removed when the entry is
 # released. Rankings and top sentences are shared by every session, read-only as every cached result is (ui.shared).
 
-CORPUS_STATISTICS = corpus_heads.STATISTICS
 TOP_SENTENCES = 10  # listed for the chosen head
-
-
-class CorpusFile(NamedTuple):
-    error: str  # why the corpus could not be read ("" if it was); no file then
-    parquet: str = ""
-    sentences: int = 0
 
 
 def remove_corpus_file(result: CorpusFile) -> None:
@@ -517,7 +590,6 @@ def remove_corpus_file(result: CorpusFile) -> None:
         shutil.rmtree(Path(result.parquet).parent, ignore_errors=True)
 
 
-@expiring(KEPT_FOR, max_entries=8, spinner="Running the checkpoint over the corpus…", on_release=remove_corpus_file)
 def corpus_file(path: str, version: int, count: int) -> CorpusFile:
     """The checkpoint's heads over `count` corpus inputs, as a Parquet file. Takes no model turn: one run holds the
     model for seconds to minutes, and the passes of everyone else's clicks must not wait for it."""
@@ -538,18 +610,16 @@ def corpus_unavailable(path: str, version: int) -> str:
     return corpus_heads.corpus_unavailable(load(path, version).checkpoint)
 
 
-@expiring(KEPT_FOR, max_entries=64)
 def corpus_ranking(path: str, version: int, count: int, statistic: str) -> pd.DataFrame:
     """Heads by their mean `statistic` over the corpus (transformer.analysis.corpus_heads.rank_heads)."""
-    return corpus_heads.rank_heads(corpus_file(path, version, count).parquet, statistic)
+    return corpus_heads.rank_heads(run(CORPUS_FILE, path, version, count=count).parquet, statistic)
 
 
-@expiring(KEPT_FOR, max_entries=64)
 def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head: int,
                statistic: str) -> pd.DataFrame:
     """The sentences where one head's `statistic` is highest (transformer.analysis.corpus_heads.top_sentences)."""
-    return corpus_heads.top_sentences(corpus_file(path, version, count).parquet, kind, layer, head, statistic,
-                                TOP_SENTENCES)
+    return corpus_heads.top_sentences(run(CORPUS_FILE, path, version, count=count).parquet, kind, layer, head,
+                                      statistic, TOP_SENTENCES)
 
 
 # ---------------------------------------------------------------------------------------------- across many inputs
@@ -562,11 +632,6 @@ def corpus_top(path: str, version: int, count: int, kind: str, layer: int, head:
 CORPUS_CHUNK_LENGTH = 64  # pieces a side a chunk's memory estimate assumes (the dev splits' sentences are shorter)
 corpus_progress: ContextVar[Callable[[float], None] | None] = ContextVar("attention_atlas_corpus_progress",
                                                                          default=None)
-
-
-class Summary(NamedTuple):
-    error: str  # why there is none ("" if there is)
-    summary: corpus_summary.CorpusSummary | None = None
 
 
 @expiring(KEPT_FOR, max_entries=16)
@@ -610,7 +675,6 @@ def _corpus_turns(checkpoint: Checkpoint, count: int) -> Callable[[], contextlib
     return turn
 
 
-@expiring(KEPT_FOR, max_entries=8, spinner="Reading the corpus…")
 def summary(path: str, version: int, count: int) -> Summary:
     """The checkpoint's corpus summary of `count` inputs, from the disk cache or computed (and kept there); where
     the card's corpus is not on this machine, the summary last kept for these weights, if any."""
@@ -627,21 +691,19 @@ def summary(path: str, version: int, count: int) -> Summary:
         return Summary(f"The corpus could not be read: {error}")
 
 
-@expiring(KEPT_FOR, max_entries=16)
 def head_map(path: str, version: int, count: int) -> pd.DataFrame:
     """Every head placed by how alike it attends (transformer.analysis.head_map.head_map), with its role; in its
     attrs, the roles no head has with the closest head to each (roles_no_head_reaches), and ROLE_THRESHOLD."""
-    frame = summary(path, version, count).summary.map()
+    frame = run(SUMMARY, path, version, count=count).summary.map()
     frame.attrs.update(roles_no_head_reaches=roles_no_head_reaches(frame), role_threshold=ROLE_THRESHOLD)
     return frame
 
 
-@expiring(KEPT_FOR, max_entries=64, spinner="Placing the queries and keys by t-SNE…")
 def queries_keys_picture(path: str, version: int, count: int, head: tuple[str, int, int], method: str
                          ) -> tuple[pd.DataFrame, float]:
     """One head's queries and keys in 2-D (PCA from the summary; t-SNE computed once and kept on disk), and the
     share of its queries whose nearest key in the picture is the one it attends to most."""
-    found = summary(path, version, count).summary
+    found = run(SUMMARY, path, version, count=count).summary
     if method == "pca":
         frame = found.picture(head)
     else:
@@ -650,27 +712,24 @@ def queries_keys_picture(path: str, version: int, count: int, head: tuple[str, i
     return frame, attended_nearest_share(frame, causal=head[0] == "decoder.self_attn")
 
 
-@expiring(KEPT_FOR, max_entries=16, spinner="Matching heads…")
 def matched_heads(path: str, version: int, count: int, other_path: str, other_version: int) -> pd.DataFrame:
     """This checkpoint's heads matched to another's of the same vocabulary, on the summary's corpus."""
     checkpoint, other = load(path, version).checkpoint, load(other_path, other_version).checkpoint
-    return corpus_summary.matched_heads(checkpoint, other, summary(path, version, count).summary,
+    return corpus_summary.matched_heads(checkpoint, other, run(SUMMARY, path, version, count=count).summary,
                                         turn=_corpus_turns(checkpoint, 1))
 
 
-@expiring(KEPT_FOR, max_entries=16, spinner="Matching heads…")
 def matched_snapshot(path: str, version: int, count: int, snapshot: str) -> pd.DataFrame:
     """The final weights' heads matched to those of one training snapshot, on the summary's corpus."""
     checkpoint, model = load(path, version).checkpoint, load_snapshot(path, version, snapshot)
-    return corpus_summary.matched_heads(checkpoint, model, summary(path, version, count).summary,
+    return corpus_summary.matched_heads(checkpoint, model, run(SUMMARY, path, version, count=count).summary,
                                         turn=_corpus_turns(checkpoint, 1))
 
 
-@expiring(KEPT_FOR, max_entries=64, spinner="Following the head through the training snapshots…")
 def followed_head(path: str, version: int, count: int, head: tuple[str, int, int]) -> pd.DataFrame:
     """One head of the final weights matched in each training snapshot, on the summary's corpus."""
     checkpoint = load(path, version).checkpoint
-    return corpus_summary.followed_head(checkpoint, summary(path, version, count).summary, head,
+    return corpus_summary.followed_head(checkpoint, run(SUMMARY, path, version, count=count).summary, head,
                                         turn=_corpus_turns(checkpoint, 1))
 
 
@@ -684,27 +743,9 @@ BLOCK_INPUT = {"encoder.self_attn": "hook_resid_pre", "decoder.self_attn": "hook
                "decoder.cross_attn": "hook_resid_mid"}
 
 
-class Inside(NamedTuple):
-    block_input: np.ndarray  # (q_len, d_model) the residual stream entering the block
-    q: np.ndarray  # (heads, q_len, d_head) queries
-    k: np.ndarray  # (heads, k_len, d_head) keys
-    v: np.ndarray  # (heads, k_len, d_head) values
-    scores: np.ndarray  # (heads, q_len, k_len) q·k / √d_head, before the mask
-    allowed: np.ndarray  # (q_len, k_len) bool, True = may attend: the mask the model used
-    weights: np.ndarray  # (heads, q_len, k_len) the softmax: the pattern every view shows
-    z: np.ndarray  # (heads, q_len, d_head) the weighted sum of the values
-    result: np.ndarray  # (q_len, heads, d_model) each head's z through its slice of W_O
-    neurons: np.ndarray  # (length, d_ff) the layer's feed-forward hidden activations (its stack's tokens)
-    # Rotary positions only (None otherwise): q and k before the rotation turned them by their positions; q and k
-    # above are after it. k, v and k_unrotated have the model's key/value heads (fewer with grouped-query attention:
-    # query head h reads key/value head h // (heads / kv_heads)).
-    q_unrotated: np.ndarray | None = None  # (heads, q_len, d_head)
-    k_unrotated: np.ndarray | None = None  # (kv_heads, k_len, d_head)
-
-
-@shared_pass("Looking inside the block…")
-def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, layer: int) -> Inside:
-    """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0."""
+def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, layer: int) -> dict:
+    """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0
+    (ui.views.inside.Inside's fields)."""
     model = load(path, version).checkpoint.model
     block = attention_site(kind, layer)
     layer_path = block.rpartition(".")[0]  # the layer that holds the block: 'decoder.layers.1'
@@ -725,8 +766,9 @@ def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, l
             capture(model, captured) as record:
         model(torch.tensor([src_ids], device=device), torch.tensor([tgt_ids], device=device))
     found = [read_only(record.hooks[name][0].cpu().numpy()) for name in names]
-    (q, k, v, scores, mask, weights, z, result), (block_input, neurons), unrotated = found[:8], found[8:10], found[10:]
-    return Inside(block_input, q, k, v, scores, mask[0], weights, z, result, neurons, *unrotated)
+    q, k, v, scores, mask, weights, z, result, block_input, neurons = found[:10]
+    return dict(block_input=block_input, q=q, k=k, v=v, scores=scores, allowed=mask[0], weights=weights, z=z,
+                result=result, neurons=neurons, **dict(zip(("q_unrotated", "k_unrotated"), found[10:])))
 
 
 # ---------------------------------------------------------------------------------------------- a target, a foil
@@ -735,49 +777,30 @@ def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, l
 # and the same for the two whole sequences.
 
 
-class Forced(NamedTuple):
-    tgt_ids: tuple[int, ...]  # decoder input: <s> and the target's pieces
-    output_ids: tuple[int, ...]  # the target's pieces and </s>
-    tgt_tokens: tuple[str, ...]
-    output_tokens: tuple[str, ...]
-    probs: tuple[float, ...]  # of each target piece at its position
-    ranks: tuple[int, ...]  # 1 = the model's own choice there
-    attention: Attention
-    # With a foil, per target position: the foil piece compared there (transformer.analysis.forced.aligned_foil;
-    # where none aligns, the target's own piece, "" as text and NaN as score), and log p(target_t) - log p(that piece).
-    foil_ids: tuple[int, ...] = ()
-    foil_tokens: tuple[str, ...] = ()
-    contrast: tuple[float, ...] = ()
-    foil_length: int = 0  # the foil's own pieces, </s> included
-    sequence_contrast: float | None = None  # log p(target) - log p(foil), each after its own prefix
-
-
-@shared_pass("Teacher-forcing the target…")
-def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "") -> Forced:
-    """`target` teacher-forced after the source `src_ids`, and the foil's contrast with it (ValueError: the target
-    has nothing to read)."""
+def forced(path: str, version: int, src_ids: tuple, target: str, foil: str = "") -> dict:
+    """`target` teacher-forced after the source `src_ids`, and the foil's contrast with it (ui.target.Forced's
+    fields; ValueError: the target has nothing to read)."""
     checkpoint = load(path, version).checkpoint
     target_ids = checkpoint.encode(target, "tgt")[1:]
     with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(target_ids))):
         result = force(checkpoint.model, list(src_ids), target_ids)
     pieces = checkpoint.tgt_tokenizer.pieces
     attention = attention_of(result.attention)
-    made = Forced(tuple(result.tgt_ids), tuple(result.output_ids), tuple(pieces(result.tgt_ids)),
-                  tuple(pieces(result.output_ids)), tuple(result.probs), tuple(result.ranks), attention)
+    made = dict(tgt_ids=result.tgt_ids, output_ids=result.output_ids, tgt_tokens=pieces(result.tgt_ids),
+                output_tokens=pieces(result.output_ids), probs=result.probs, ranks=result.ranks, attention=attention)
     if not foil:
         return made
     foil_ids = checkpoint.encode(foil, "tgt")[1:]
     with model_turn(pass_bytes(checkpoint.config, len(src_ids), len(foil_ids))):
         foil_run = force(checkpoint.model, list(src_ids), foil_ids, names=[])
     aligned = aligned_foil(result.output_ids, foil_ids)
-    return made._replace(
-        foil_ids=tuple(own if piece is None else piece for own, piece in zip(result.output_ids, aligned, strict=True)),
-        foil_tokens=tuple("" if piece is None else pieces([piece])[0] for piece in aligned),
-        contrast=tuple(float(score) for score in contrast(result, foil_ids)), foil_length=len(foil_ids),
+    return dict(
+        made, foil_ids=[own if piece is None else piece for own, piece in zip(result.output_ids, aligned, strict=True)],
+        foil_tokens=["" if piece is None else pieces([piece])[0] for piece in aligned],
+        contrast=[float(score) for score in contrast(result, foil_ids)], foil_length=len(foil_ids),
         sequence_contrast=sequence_log_prob(result) - sequence_log_prob(foil_run))
 
 
-@shared_pass("Attributing the contrast…")
 def contrastive(path: str, version: int, src_ids: tuple, tgt_ids: tuple, output_ids: tuple, foil_ids: tuple,
                 rows: tuple) -> tuple:
     """Contrastive attribution of log p(target_t) - log p(foil_t) for the decoder positions `rows`: ((method,
