@@ -27,6 +27,7 @@ import ui.passes
 import ui.shared
 import viz
 from helpers import LOADABLE, ROOT, TRAINING, checkpoints_folder, outputs, plotly_values
+from transformer.analysis.head_map import ROLE_THRESHOLD, ROLES
 from ui.literal_text import plain
 from ui.model_pass import CORPUS_FILE
 from ui.state import URL_STATE
@@ -552,11 +553,16 @@ def test_a_corpus_this_server_lacks_is_named_before_anything_runs(app, tmp_path,
 
 
 def test_the_head_table_shows_a_role_column_only_where_a_head_has_a_role(app):
+    """Its roles and the rule its caption states are the one role table's (head_map.ROLES), as the map of heads'."""
     at = ok(app(view="heads"))
     table = next(frame for frame in at.dataframe if "role" in frame.value.columns)
     order, roles = list(table.proto.column_order), table.value["role"].astype(bool)
     assert ("role" in order) == roles.any()
     assert set(order) == set(table.value.columns) - (set() if roles.any() else {"role"})
+    assert set(table.value["role"]) - {""} <= set(ROLES.values())
+    rule = next(caption.value for caption in at.caption if "Role:" in caption.value)
+    assert f"over {ROLE_THRESHOLD:g} of" in rule and all(f"{role} ({statistic})" in rule
+                                                          for statistic, role in ROLES.items())
 
 
 def test_every_head_is_one_click_away_and_none_switches_off_all(app, app_checkpoints):
@@ -796,7 +802,7 @@ def full_link(checkpoints: Path) -> dict[str, str]:
             "head_b": "3", "checkpoint_b": LOADABLE[0], "text_b": "link9", "snapshot_a": snapshots[0],
             "snapshot_b": snapshots[-1], "snapshot": snapshots[0],
             "ablate": "decoder.layers.0.cross_attn:1,encoder.layers.0.self_attn:3", "ablation_mode": "mean",
-            "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "pad_share",
+            "pe_side": "tgt", "pe_plot": "curves", "pe_positions": "20", "pe_dims": "0,5", "stat_x": "first_share",
             "stat_y": "entropy", "words": "1", "lines_heads": "1,2", "attr_token": "1", "corrupt": "link8",
             "patch_position": "1", "corpus_stat": "eos_share", "summary_count": "50", "corpus_part": "qk",
             "projection": "tsne", "qk_colour": "side", "match_snapshot": snapshots[0], "query": "1", "inside_step": "2",

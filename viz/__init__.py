@@ -38,13 +38,13 @@ from .positional import (
 from .qk_space import neuron_examples_table, queries_keys_figure, token_class
 from .rollout import decoder_source_rollout, encoder_rollout, rollout_figure
 from .sampling import distribution_figure
-from .stats import ROLE_RULES, SCATTER_CAPTION, head_statistics, statistics_scatter
+from .stats import SCATTER_CAPTION, statistics_scatter
 from .theme import Theme
 from .training import loss_curve, snapshots_figure
 from .words import PRODUCES_CAPTION, merge_blocked, merge_words, produces_labels, word_labels
 
 __all__ = [
-    "KINDS", "PADDING", "CAUSAL", "SLIDING_WINDOW", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN", "ROLE_RULES",
+    "KINDS", "PADDING", "CAUSAL", "SLIDING_WINDOW", "PADDED_QUERY", "PAD_TOKEN", "EOS_TOKEN",
     "Theme", "toolbar_config", "safe_label", "piece_text",
     "mask_reasons", "model_mask", "mask_figure", "mask_panels",
     "head_heatmap", "stages_figure", "compare_figure", "decoding_step_figure", "decoding_step_caption",
@@ -55,7 +55,7 @@ __all__ = [
     "pe_heatmap", "pe_curves", "pe_similarity", "default_pe_dims",
     "rotary_dims", "rotary_dim_names", "rotary_wavelengths", "rotary_scores", "rotary_frequencies_figure",
     "rotary_score_figure",
-    "head_statistics", "statistics_scatter", "SCATTER_CAPTION",
+    "statistics_scatter", "SCATTER_CAPTION",
     "encoder_rollout", "decoder_source_rollout", "rollout_figure",
     "tidy_frame", "to_csv_bytes", "to_parquet_bytes", "to_html_bytes",
     "head_map_figure", "head_matching_figure", "MAP_CAPTION", "queries_keys_figure", "neuron_examples_table",

@@ -5,7 +5,8 @@ import pandas as pd
 import streamlit as st
 
 import viz
-from ui.model_pass import CORPUS_FILE, CORPUS_UNAVAILABLE, HOUR, Kept, Pass
+from ui.analysis import KIND_LABELS
+from ui.model_pass import CORPUS_FILE, CORPUS_UNAVAILABLE, HOUR, SHARED, Kept, Pass
 from ui.page import Page
 from ui.shared import once
 from ui.state import draw, settle
@@ -20,25 +21,31 @@ STATISTICS = "transformer.analysis.corpus_heads:STATISTICS"  # name -> what it m
 # layer=, head=, statistic=).
 CORPUS_RANKING = Pass("corpus ranking", "ui.passes:corpus_ranking", pd.DataFrame, Kept(HOUR, max_entries=64))
 CORPUS_TOP = Pass("corpus top sentences", "ui.passes:corpus_top", pd.DataFrame, Kept(HOUR, max_entries=64))
+# This input's heads: kind, layer, head, each statistic and role.
+HEAD_STATISTICS = Pass("head statistics", "transformer.analysis.head_map:head_statistics", pd.DataFrame, SHARED,
+                       "Measuring every head…")
+ROLES = "transformer.analysis.head_map:ROLES"  # statistic -> the role of a head where it passes ROLE_THRESHOLD
+ROLE_THRESHOLD = "transformer.analysis.head_map:ROLE_THRESHOLD"
 
 
 def render(page: Page) -> None:
-    analysis = page.analysis
-    statistics = once(viz.head_statistics, *analysis.by_viz_kind())
+    statistics = page.run(HEAD_STATISTICS)
     # The role first after the head's name (the caption explains it, and the numbers may run past the right edge);
     # no column at all where no head has one, so that every number fits.
     leading = ["kind", "layer", "head"] + (["role"] if statistics["role"].astype(bool).any() else [])
     # On a projector the scatter of every head comes first (in the screen's height), the table under it.
     first, second = st.container(), st.container()
     table, scatter = (second, first) if page.lecture else (first, second)
-    table.dataframe(statistics, hide_index=True, key="head-table", height=table_height(page),
+    shown = statistics.assign(kind=statistics["kind"].replace(KIND_LABELS))  # the kinds as the figures name them
+    table.dataframe(shown, hide_index=True, key="head-table", height=table_height(page),
                     column_order=leading + [name for name in statistics.columns if name not in leading + ["role"]],
                     column_config={"role": st.column_config.TextColumn(width="medium"),  # "previous-token" whole
                                    **{name: st.column_config.NumberColumn(format="%.3f")
                                       for name in statistics.select_dtypes("float").columns}})
-    table.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: the "
-                  "first rule a head passes: " + "; ".join(f"{role}: {column} > {limit}"
-                                                            for role, column, limit in viz.ROLE_RULES) + ".")
+    table.caption("Means over query rows (pad rows and rows that can attend to one key only are left out). Role: "
+                  f"the pattern that takes over {page.library(ROLE_THRESHOLD):g} of a head's weight, the largest "
+                  "where several do: " + "; ".join(f"{role} ({column})" for column, role
+                                                  in page.library(ROLES).items()) + ".")
     numeric = list(statistics.select_dtypes("number").columns.drop(["layer", "head"]))
     x, y = settle("stat_x", numeric), settle("stat_y", numeric)
     with scatter:
