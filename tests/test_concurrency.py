@@ -125,7 +125,7 @@ def test_the_apps_passes_take_turns_at_the_model(tiny_checkpoint, one_intra_op_t
     from ui.views.decoding import DECODING_STEPS
 
     ui.shared.clear()
-    monkeypatch.setattr(ui.turns, "MODEL", ui.turns.Turns(turns))
+    monkeypatch.setattr(ui.shared, "MODEL", ui.turns.Turns(turns))
     in_model, most_in_model = [0], [0]
     lock = threading.Lock()
     decode = Transformer.decode

@@ -18,6 +18,7 @@ from benchmarks.load import WARMED, AppSession, SessionLog, logged, open_slide, 
 from deploy.server import streamlit_server
 from helpers import ROOT
 from transformer import load_checkpoint
+from ui import shared
 from ui.deck import Deck, Slide, read_deck, warm
 
 SHIPPED = "attention-step-by-step"
@@ -91,9 +92,7 @@ def drawn(monkeypatch):
         return ["ValueError: broken"] if link["slide"] == ["3"] else []
 
     monkeypatch.setattr(warm, "_draw", draw)
-    monkeypatch.setattr(warm, "_claimed", set())
-    monkeypatch.setattr(warm, "_loop", None)
-    monkeypatch.setattr(warm, "_one_deck_at_a_time", asyncio.Lock())
+    monkeypatch.setattr(shared, "DECK_WARMING", shared.DeckWarming())  # nothing warmed, no loop, a lock of its own
     return queries
 
 
@@ -105,7 +104,7 @@ async def pages_show(*shown: tuple[str, Deck, int], environ: dict | None = None)
         await asyncio.to_thread(warm.deck, name, deck, number)
     for _ in range(500):  # bounded: each warming here takes microseconds
         await asyncio.sleep(0.01)
-        if not warm._tasks:
+        if not shared.DECK_WARMING.tasks:
             return
     raise AssertionError("the warming did not end")
 
@@ -128,11 +127,11 @@ def test_decks_named_at_the_start_are_warmed_and_off_warms_nothing(drawn, monkey
     asyncio.run(pages_show(environ={"ATLAS_WARM_DECKS": f"{SHIPPED}, no-such-deck"}))
     assert drawn == [(SHIPPED, n) for n in range(1, len(read_deck(SHIPPED).slides) + 1)]
     drawn.clear()
-    monkeypatch.setattr(warm, "_claimed", set())
+    monkeypatch.setattr(shared.DECK_WARMING, "claimed", set())
     asyncio.run(pages_show(("lecture", deck_of(2), 1), environ={"ATLAS_WARM_DECKS": "off"}))
     assert drawn == []
 
 
 def test_outside_a_server_a_deck_is_not_warmed(drawn):
     warm.deck("lecture", deck_of(2), 1)  # AppTest: no server started the warming
-    assert drawn == [] and not warm._claimed
+    assert drawn == [] and not shared.DECK_WARMING.claimed

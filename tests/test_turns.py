@@ -10,7 +10,7 @@ import pytest
 
 from deploy.local import app_environment
 from helpers import WAIT_S, wait_until
-from ui import turns
+from ui import shared, turns
 from ui.shared import Expiring, SharedResults
 from ui.turns import Turns, arrived, turn_count
 
@@ -74,19 +74,19 @@ def started(target) -> threading.Thread:
 
 def test_a_rerun_lets_go_of_its_page_turn_while_it_waits_for_a_pass(monkeypatch):
     """One page turn: A waits (for a model pass) until B has drawn its page, which B can only do in A's turn."""
-    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    monkeypatch.setattr(shared, "PAGE", Turns(1))
     order, a_waits, b_drew = [], threading.Event(), threading.Event()
 
     def a():
-        with turns.page():
-            with turns.waiting():
+        with shared.page():
+            with shared.waiting():
                 a_waits.set()
                 assert b_drew.wait(timeout=WAIT_S)
             order.append("A")
 
     def b():
         assert a_waits.wait(timeout=WAIT_S)
-        with turns.page():
+        with shared.page():
             order.append("B")
             b_drew.set()
     for thread in [started(a), started(b)]:
@@ -97,19 +97,19 @@ def test_a_rerun_lets_go_of_its_page_turn_while_it_waits_for_a_pass(monkeypatch)
 def test_a_rerun_waiting_for_another_sessions_result_holds_no_page_turn(monkeypatch):
     """One page turn. A builds a shared pass (outside its turn, as shared_pass does); B asks for the same key and
     waits for A's build; C, a click with nothing to wait for, still draws its page before A's build ends."""
-    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    monkeypatch.setattr(shared, "PAGE", Turns(1))
     cache = SharedResults(10**6, session=lambda: None)
     building, b_asks, c_drew, got = threading.Event(), threading.Event(), threading.Event(), {}
 
     def build():
-        with turns.waiting():
+        with shared.waiting():
             building.set()
             assert c_drew.wait(timeout=WAIT_S)
             return "the pass"
 
     def session(name):
         def run():
-            with turns.page():
+            with shared.page():
                 if name == "C":
                     c_drew.set()
                 else:
@@ -132,7 +132,7 @@ def test_sessions_waiting_for_a_cached_lookup_leave_the_page_to_its_computation(
     """One page turn. A computes a cached lookup that needs a slow lookup of its own (both ui.shared.Expiring); B asks
     for the same entry meanwhile and waits for A's; C, a click with nothing to wait for, still draws its page before
     A's computation ends. Neither the computation nor the wait holds the page turn."""
-    monkeypatch.setattr(turns, "PAGE", Turns(1))
+    monkeypatch.setattr(shared, "PAGE", Turns(1))
     computing, b_asks, c_drew, got = threading.Event(), threading.Event(), threading.Event(), {}
 
     def slow_lookup(name):
@@ -144,7 +144,7 @@ def test_sessions_waiting_for_a_cached_lookup_leave_the_page_to_its_computation(
 
     def session(name):
         def run():
-            with turns.page():
+            with shared.page():
                 if name == "C":
                     c_drew.set()
                 else:

@@ -6,8 +6,9 @@ import string
 
 import streamlit as st
 
-from . import passes, screen, state, turns, widgets
+from . import passes, screen, shared, state, turns, widgets
 from .deck import presenter, warm
+from .memory import ServerBusy
 from .sidebar import build_page
 from .views import BY_KEY, VIEWS
 from .widgets import folded
@@ -60,7 +61,7 @@ PICKER_CSS = """<style>
 def draw_page() -> None:
     widgets.write_charts_with_the_json_engine()
     turns.arrived()
-    with passes.MEMORY.rerun(), turns.page():  # the page holds its passes' results until it is drawn
+    with passes.MEMORY.rerun(), shared.page():  # the page holds its passes' results until it is drawn
         draw_frame()
 
 
@@ -113,14 +114,14 @@ def draw_frame() -> None:
             try:
                 with stage, widgets.controls_beside(side if lecture else None):
                     view.render(page)
-            except (passes.OutOfMemory, passes.ServerBusy) as error:  # any pass of the view: a message instead
+            except (passes.OutOfMemory, ServerBusy) as error:  # any pass of the view: a message instead
                 stage.error(str(error))
             st.sidebar.caption("The address bar holds this exact view: copy it to share what you see.")
             if deck is None:  # in lecture mode too: the sidebar (») holds the decks a lecturer presents from
                 presenter.deck_tools(view.label)
     except passes.Cancelled:  # the session closed while its translation waited: no one to draw for, nothing to log
         pass
-    except (passes.CheckpointError, passes.OutOfMemory, passes.ServerBusy) as error:  # a file that failed in use (a
+    except (passes.CheckpointError, passes.OutOfMemory, ServerBusy) as error:  # a file that failed in use (a
         st.error(str(error))  # tokenizer's panic), the sidebar's pass out of memory or refused it: a message, no hang
     finally:
         messages = st.session_state.url_notices  # until the user acts (state.restore)

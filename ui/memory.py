@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from . import turns
+from . import shared, turns
 
 WAIT_S = 60.0  # how long a pass waits for memory before the page says the server is busy
 # A pass that takes at most this share of the budget does not queue behind longer ones while it fits: a normal page
@@ -105,7 +105,7 @@ class MemoryBudget:
         ticket = (turns.click_arrival(), next(self._order))
         started = time.monotonic()
         blocked = 0 if rerun is None else rerun.held  # held by a rerun that cannot go on while it waits
-        with turns.waiting(), self._changed:  # never wait for memory in a page turn
+        with shared.waiting(), self._changed:  # never wait for memory in a page turn
             heapq.heappush(self._waiting, ticket)
             self._blocked += blocked
             try:

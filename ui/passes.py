@@ -19,7 +19,6 @@ import os
 import pkgutil
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -79,9 +78,8 @@ from transformer.model.sites import Site
 from transformer.model.sites import attention_name as attention_name  # re-exported: ui.frame reads a link's spellings
 from transformer.training import faithfulness
 
-from . import memory, turns
+from . import memory, shared
 from .analysis import Analysis, Attention, BeamTreeView, DecodingSteps, KindAttention, Unavailable, read_only
-from .memory import ServerBusy as ServerBusy  # re-exported: ui.frame shows it in place of the view
 from .model_pass import (
     CORPUS_FILE,
     SUMMARY,
@@ -128,7 +126,7 @@ def model_turn(needed: int, kept: bool = True) -> Iterator[None]:
     memory inside becomes OutOfMemory, a message the frame shows in place of the view, raised once the failed
     pass's frames (and the tensors they held) are gone."""
     failed = ""
-    with MEMORY.held(needed, kept), turns.MODEL.turn():
+    with MEMORY.held(needed, kept), shared.MODEL.turn():
         try:
             yield
         except (MemoryError, RuntimeError) as error:
@@ -169,15 +167,11 @@ def run(declared: Pass, path: str, version: int, **args):
     return _cache(declared)(path, version, **bound.arguments)
 
 
-_CACHES: dict[str, tuple[Pass, Callable]] = {}  # declaration name -> (the declaration, its cache)
-_CACHES_LOCK = threading.Lock()
-
-
 def _cache(declared: Pass) -> Callable:
-    with _CACHES_LOCK:
-        if declared.name not in _CACHES:
-            _CACHES[declared.name] = (declared, _cached(declared))
-        found, cache = _CACHES[declared.name]
+    with shared.PASS_CACHES_LOCK:
+        if declared.name not in shared.PASS_CACHES:
+            shared.PASS_CACHES[declared.name] = (declared, _cached(declared))
+        found, cache = shared.PASS_CACHES[declared.name]
     if found != declared:
         raise ValueError(f"two passes are named {declared.name!r}: {found.function} and {declared.function}")
     return cache

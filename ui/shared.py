@@ -1,5 +1,6 @@
-"""The app's caches: each result is computed once at a time and shared by every session and thread. Two kinds, for two
-kinds of key:
+"""The app's caches, and every object this server process holds once for all its sessions (the section "The
+process's objects" at the end, one line each). Each cached result is computed once at a time and shared by every
+session and thread. Two kinds, for two kinds of key:
 
 - Content-keyed results (SharedResults): figures and tables through `once(viz.head_heatmap, weights, …)`, model passes
   declared SHARED (ui.model_pass) through `shared_pass` (ui.passes.run). Bounded in bytes: their arguments are
@@ -26,6 +27,7 @@ wait for one pass and one figure, not forty.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import dataclasses
@@ -39,6 +41,7 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import numpy as np
 import pandas as pd
@@ -206,7 +209,7 @@ class SharedResults:
             if entry is not None:
                 return entry.value
             building = self._building.setdefault(key, threading.Lock())
-        with turns.waiting():  # maybe for another session's build
+        with waiting():  # maybe for another session's build
             building.acquire()
         with _held(building):
             with self._lock:
@@ -288,10 +291,6 @@ def return_freed_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
-RESULTS = SharedResults(FIGURE_BYTES, CLOSED_FIGURE_BYTES)  # figures and tables
-PASSES = SharedResults(PASS_BYTES, CLOSED_PASS_BYTES)  # model passes (ui.passes)
-
-
 def once(function: Callable, *args, **kwargs):
     """function(*args, **kwargs), built once for every session while it stays cached (read-only: see above).
 
@@ -312,12 +311,9 @@ def shared_pass(key: str, spinner: str, build: Callable[[], object]):
     """The model pass under `key` (content_key of its declaration and arguments), built once for every session within
     PASSES's byte bound; `spinner` is shown to the session that builds it, which lets its page turn go meanwhile."""
     def built():
-        with st.spinner(spinner), turns.waiting():  # a model turn, or a batch (transformer.inference.batching)
+        with st.spinner(spinner), waiting():  # a model turn, or a batch (transformer.inference.batching)
             return build()
     return PASSES.get(key, built)
-
-
-_EXPIRING: weakref.WeakSet[Expiring] = weakref.WeakSet()  # every Expiring cache, for clear()
 
 
 class Expiring:
@@ -340,7 +336,7 @@ class Expiring:
         self._lock = threading.Lock()
         self._next_sweep = clock()
         functools.update_wrapper(self, function)
-        _EXPIRING.add(self)
+        EXPIRING.add(self)
 
     def _fresh(self, key: tuple):
         """The entry under `key` if it is younger than ttl_s, else None; call with self._lock held."""
@@ -371,7 +367,7 @@ class Expiring:
             if entry is not None:
                 return entry[1]
             building = self._building.setdefault(key, threading.Lock())
-        with turns.waiting():
+        with waiting():
             with building:
                 with self._lock:
                     entry = self._fresh(key)  # computed while this caller waited for it
@@ -415,5 +411,64 @@ def clear() -> None:
     visit)."""
     RESULTS.clear()
     PASSES.clear()
-    for cache in list(_EXPIRING):
+    for cache in list(EXPIRING):
         cache.clear()
+
+
+# ---------------------------------------------------------------------------------------------- page turns
+# ui.turns: a rerun's page code runs in a page turn, and lets it go whenever it may wait for another thread.
+
+_holds_page: ContextVar[bool] = ContextVar("attention_atlas_holds_page_turn", default=False)
+
+
+@contextlib.contextmanager
+def page() -> Iterator[None]:
+    """Run a rerun of the page in a page turn (ui.turns)."""
+    with PAGE.turn():
+        holding = _holds_page.set(True)
+        try:
+            yield
+        finally:
+            _holds_page.reset(holding)
+
+
+@contextlib.contextmanager
+def waiting() -> Iterator[None]:
+    """Let go of this thread's page turn, if it holds one, while it waits for others (a model pass, a result another
+    session builds); take one again after."""
+    if not _holds_page.get():
+        yield
+        return
+    PAGE.release()
+    holding = _holds_page.set(False)
+    try:
+        yield
+    finally:
+        _holds_page.reset(holding)
+        PAGE.acquire()
+
+
+@dataclasses.dataclass
+class DeckWarming:
+    """What ui.deck.warm keeps between pages: where it warms, the decks it took on, the warmings under way."""
+
+    loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, where sessions open; None: no warming
+    claimed: set[str] = dataclasses.field(default_factory=set)  # the decks (name and content) warmed or being warmed
+    claim_lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)  # pages of every session ask at once
+    tasks: set[asyncio.Task] = dataclasses.field(default_factory=set)  # under way (the loop keeps weak references)
+    one_deck_at_a_time: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+
+
+# ---------------------------------------------------------------------------------------------- the process's objects
+# Everything this server process holds once for all its sessions. Two more are built from the library, which only
+# ui.passes may import: ui.passes.MEMORY (the bytes every session's passes may hold at once: ui.memory's budget, sized
+# by the library's bound on one pass) and ui.passes.BATCHER (translations of many sessions decoded as one batch).
+
+RESULTS = SharedResults(FIGURE_BYTES, CLOSED_FIGURE_BYTES)  # figures and tables, built once for every session (once)
+PASSES = SharedResults(PASS_BYTES, CLOSED_PASS_BYTES)  # the results of the passes declared SHARED (shared_pass)
+EXPIRING: weakref.WeakSet[Expiring] = weakref.WeakSet()  # every time-to-live cache, for clear()
+PASS_CACHES: dict[str, tuple[object, Callable]] = {}  # a declared pass's name -> (it, its cache): ui.passes.run
+PASS_CACHES_LOCK = threading.Lock()  # two sessions asking for a pass's first result at once make one cache
+MODEL = turns.Turns(turns.turn_count())  # model turns: every pass runs in one (ui.passes.model_turn)
+PAGE = turns.Turns(turns.turn_count())  # page turns: every rerun's page code runs in one (page()), let go in waiting()
+DECK_WARMING = DeckWarming()  # which decks this process warms and has warmed (ui.deck.warm)

@@ -1,5 +1,6 @@
 """Model work takes turns: at most as many passes run at once as the process has cores, oldest click first. So does
-the page's own Python (`page()`), for the same reason.
+the page's own Python (ui.shared.page()), for the same reason. The turns themselves are two of the process's
+objects (ui.shared.MODEL and ui.shared.PAGE); here, how turns are handed out.
 
 Streamlit runs each session's script in a thread of its own, and torch lets go of the GIL around every operation:
 twenty sessions that run the model at once hand the GIL to each other thousands of times a second, and pay for it in
@@ -12,10 +13,11 @@ queue again for each, behind every click that came after its own.
 
 The page's Python holds the GIL: forty sessions rerunning at once (a hall typing its own sentences) take turns at
 one core whatever their number, and each thread that wants the GIL while another holds it costs the holder a
-hand-over. A rerun therefore runs its page in a page turn (`page()`), as many as there are model turns, oldest click
-first, and lets go of it whenever it may wait for another thread (`waiting()`): for a model pass (its own, or a
-batch with other sessions' inputs), or a shared result or cached lookup another session is computing (ui.shared). A
-thread never waits for another while it holds a page turn, so the threads that give theirs back always get one again.
+hand-over. A rerun therefore runs its page in a page turn (ui.shared.page()), as many as there are model turns,
+oldest click first, and lets go of it whenever it may wait for another thread (ui.shared.waiting()): for a model
+pass (its own, or a batch with other sessions' inputs), or a shared result or cached lookup another session is
+computing (ui.shared). A thread never waits for another while it holds a page turn, so the threads that give theirs
+back always get one again.
 """
 from __future__ import annotations
 
@@ -29,7 +31,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 _arrived: ContextVar[float | None] = ContextVar("attention_atlas_click_arrived", default=None)
-_holds_page: ContextVar[bool] = ContextVar("attention_atlas_holds_page_turn", default=False)
 
 
 def arrived() -> None:
@@ -98,34 +99,3 @@ def turn_count(environ=os.environ) -> int:
     if not setting.isdigit() or int(setting) < 1:
         raise ValueError(f"ATLAS_MODEL_TURNS must be a whole number of at least 1, got {setting!r:.40}")
     return int(setting)
-
-
-MODEL = Turns(turn_count())  # every pass of ui.passes takes one of these
-PAGE = Turns(turn_count())  # every rerun's page code takes one of these (page())
-
-
-@contextmanager
-def page() -> Iterator[None]:
-    """Run a rerun of the page in a page turn (see above)."""
-    with PAGE.turn():
-        holding = _holds_page.set(True)
-        try:
-            yield
-        finally:
-            _holds_page.reset(holding)
-
-
-@contextmanager
-def waiting() -> Iterator[None]:
-    """Let go of this thread's page turn, if it holds one, while it waits for others (a model pass, a result another
-    session builds); take one again after."""
-    if not _holds_page.get():
-        yield
-        return
-    PAGE.release()
-    holding = _holds_page.set(False)
-    try:
-        yield
-    finally:
-        _holds_page.reset(holding)
-        PAGE.acquire()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import threading
 import time
 from collections.abc import Mapping
 from urllib.parse import urlencode
@@ -32,6 +31,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.runtime.runtime import RuntimeStoppedError
 
+from .. import shared
 from .parse import Deck, DeckError, deck_toml
 from .presenter import read_deck
 
@@ -39,20 +39,13 @@ SLIDE_TIMEOUT_S = 300.0  # a slide not drawn by then is given up (its session cl
 OFF = "off"
 LOG = get_logger(__name__)
 
-_loop: asyncio.AbstractEventLoop | None = None  # the server's event loop, where sessions are opened; None: no warming
-_claimed: set[str] = set()  # the decks (name and content) warmed or being warmed by this process
-_claim_lock = threading.Lock()  # pages on every session's thread ask at once
-_tasks: set[asyncio.Task] = set()  # the warmings under way (the event loop keeps only weak references)
-_one_deck_at_a_time = asyncio.Lock()
-
 
 def serve(environ: Mapping[str, str] = os.environ) -> None:
     """Turn warming on for this server (call on its event loop, at its start), and warm the decks $ATLAS_WARM_DECKS
     names; `off` leaves it off."""
-    global _loop
     setting = environ.get("ATLAS_WARM_DECKS", "").strip()
-    _loop = None if setting == OFF else asyncio.get_running_loop()
-    if _loop is None:
+    shared.DECK_WARMING.loop = None if setting == OFF else asyncio.get_running_loop()
+    if shared.DECK_WARMING.loop is None:
         return
     for name in (name.strip() for name in setting.split(",")):
         if name:
@@ -62,23 +55,23 @@ def serve(environ: Mapping[str, str] = os.environ) -> None:
 def deck(name: str, shown: Deck, number: int) -> None:
     """A page has drawn slide `number` of the deck `name`: warm the deck, from the next slide on, unless this
     process has warmed (or is warming) this content. Outside a server (AppTest) or with warming off, nothing."""
-    if _loop is not None and _claim(name, shown):
-        _loop.call_soon_threadsafe(_start, _warm(name, len(shown.slides), number))
+    if shared.DECK_WARMING.loop is not None and _claim(name, shown):
+        shared.DECK_WARMING.loop.call_soon_threadsafe(_start, _warm(name, len(shown.slides), number))
 
 
 def _claim(name: str, shown: Deck) -> bool:
     """True the first time this process sees the deck `name` with this content (its file as deck_toml writes it)."""
     key = hashlib.blake2b(f"{name}\n{deck_toml(shown)}".encode(), digest_size=16).hexdigest()
-    with _claim_lock:
-        new = key not in _claimed
-        _claimed.add(key)
+    with shared.DECK_WARMING.claim_lock:
+        new = key not in shared.DECK_WARMING.claimed
+        shared.DECK_WARMING.claimed.add(key)
     return new
 
 
 def _start(warming) -> None:
     task = asyncio.get_running_loop().create_task(warming)
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
+    shared.DECK_WARMING.tasks.add(task)
+    task.add_done_callback(shared.DECK_WARMING.tasks.discard)
 
 
 async def _warm_named(name: str) -> None:
@@ -93,7 +86,7 @@ async def _warm_named(name: str) -> None:
 
 async def _warm(name: str, count: int, shown: int) -> None:
     """Draw every slide of the deck `name`, the one after `shown` first and `shown` (already drawn) last."""
-    async with _one_deck_at_a_time:
+    async with shared.DECK_WARMING.one_deck_at_a_time:
         start, failed = time.monotonic(), 0
         for number in [*range(shown + 1, count + 1), *range(1, shown + 1)]:
             try:
