@@ -262,22 +262,35 @@
     layout.title = Object.assign({}, layout.title, { text: title });
     layout.showlegend = overlays.length > 0;
     const margin = Object.assign({ l: 0, r: 0, t: 0, b: 0 }, layout.margin);
-    // Room for the longest label of each axis (the x labels are written upwards), as viz.layout leaves it; the cells
-    // keep the app's size while the page has room, and shrink where it has not.
+    // Each label whole and readable at every length, as viz.layout sizes the app's: room for the longest label of each
+    // axis (the x labels are written upwards); the cells keep the app's size while the stage has room, then shrink,
+    // with the labels' font, down to MIN_FONT; past that the figure grows beyond the stage, which then scrolls.
     const family = (layout.font || {}).family || "sans-serif";
-    const size = (axis) => (axis.tickfont || {}).size || (layout.font || {}).size || 12;
-    const longest = (tokens, axis) => Math.max(0, ...tokens.map((token) => textPx(String(token).replaceAll("\u2581", "\u00b7"), size(axis), family)));
-    const left = Math.max(margin.l, longest(qTokens, layout.yaxis) + 16), bottom = Math.max(margin.b, longest(kTokens, layout.xaxis) + 16);
-    const cell = (length, lead, was) => (length - lead) / was;
-    const rowPx = cell(layout.height || 450, margin.t + margin.b, templateQ), columnPx = cell(layout.width || 700, margin.l + margin.r, templateK);
-    layout.height = Math.round(Math.min(margin.t + bottom + rowPx * q, room.height));
-    layout.width = Math.round(Math.min(left + margin.r + columnPx * k, room.width));
+    const shownText = (token) => String(token).replaceAll("\u2581", "\u00b7");
+    const longest = (tokens, font) => Math.max(0, ...tokens.map((token) => textPx(shownText(token), font, family)));
+    const appFont = (layout.yaxis.tickfont || {}).size || (layout.font || {}).size || 12;
+    const appRow = ((layout.height || 450) - margin.t - margin.b) / templateQ;
+    const appColumn = ((layout.width || 700) - margin.l - margin.r) / templateK;
+    let font = appFont, left = 0, bottom = 0, rowPx = appRow, columnPx = appColumn;
+    for (let pass = 0; pass < 2; pass++) {  // the margins follow the font, the font the cells
+      left = Math.max(margin.l, longest(qTokens, font) + 16);
+      bottom = Math.max(margin.b, longest(kTokens, font) + 16);
+      rowPx = Math.max(Math.min(appRow, (room.height - margin.t - bottom) / q), LINE * MIN_FONT);
+      columnPx = Math.max(Math.min(appColumn, (room.width - left - margin.r) / k), LINE * MIN_FONT);
+      font = Math.max(MIN_FONT, Math.min(appFont, Math.floor(Math.min(rowPx, columnPx) / LINE)));
+    }
+    for (const axis of [layout.xaxis, layout.yaxis]) axis.tickfont = Object.assign({}, axis.tickfont, { size: font });
+    layout.height = Math.round(margin.t + bottom + rowPx * q);
+    layout.width = Math.round(left + margin.r + columnPx * k);
     layout.margin = Object.assign({}, layout.margin, { l: left, b: bottom });
     layout.datarevision = `${layout.datarevision || ""} live ${++revisions}`;  // new data: Plotly.react redraws it
     return { data: [heatmap, ...overlays], layout, config: template.config };
   }
 
   let revisions = 0;
+  // The smallest label lecture mode draws (viz.theme's min_font_size) and a line's height in font sizes (viz.layout's
+  // LINE_EM).
+  const MIN_FONT = 12, LINE = 1.3;
   function textPx(text, size, family) {
     const context = textPx.context || (textPx.context = document.createElement("canvas").getContext("2d"));
     context.font = `${size}px ${family}`;
@@ -387,6 +400,7 @@
         const room = { height: box.closest(".panel").clientHeight, width: box.closest(".panel").clientWidth };
         const figure = headFigure(template, weights, qTokens, kTokens, blockedOf(slide.kind, qTokens.length, kTokens.length),
           `${(template.layout.title || {}).text || ""} · this browser's run`, room, config.maskColours);
+        box.closest(".panel").style.overflowY = figure.layout.height > room.height ? "auto" : "";  // past MIN_FONT
         await root.Plotly.react(box, figure.data, figure.layout, figure.config);
         box.dataset.drawn = "1";
       }
