@@ -1,5 +1,5 @@
-"""The view registry: the view picker lists VIEWS in this order. Adding a view = one module exporting VIEW, and
-one line here."""
+"""The view registry: the view picker lists VIEWS in this order. Adding a view = one module exporting VIEW (and
+declaring its own passes, if any: docs/architecture.md, "Adding a view with its own pass"), and one line here."""
 from __future__ import annotations
 
 from ui.view import View
