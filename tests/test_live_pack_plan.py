@@ -78,3 +78,26 @@ def test_a_checkpoint_whose_task_warns_about_inputs_stays_static():
 
     with pytest.raises(ValueError, match=r"its task \(dates\) warns about inputs"):
         passes.browser_model("dates")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not live_module.ORT_DIST.is_dir(), reason="ONNX Runtime Web is not installed: run `npm ci`")
+def test_the_command_packs_a_live_deck(tmp_path, monkeypatch, capsys):
+    """`python -m ui.pack DECK OUT.html --live`: the Attention slide gets its box and its model, the other says why
+    it stays as drawn; without --live the same deck packs as before, with neither."""
+    import ui.pack
+
+    decks = tmp_path / "decks"
+    decks.mkdir()
+    (decks / "two.toml").write_text('[[slides]]\ntitle = "reverse"\n[slides.link]\ncheckpoint = "reverse"\n'
+                                    'view = "attention"\nkind = "decoder.cross_attn"\nlayer = 1\n'
+                                    '[[slides]]\ntitle = "positions"\n[slides.link]\ncheckpoint = "reverse"\n'
+                                    'view = "positional"\n', encoding="utf-8")
+    monkeypatch.setenv("ATLAS_DECKS", str(decks))
+    ui.pack.main(["two", str(tmp_path / "live.html"), "--live"])
+    ui.pack.main(["two", str(tmp_path / "static.html")])
+    assert "models, exported for the browser" in capsys.readouterr().out
+    live, static = ((tmp_path / name).read_text(encoding="utf-8") for name in ("live.html", "static.html"))
+    assert live.count('<form class="live"') == 1 and 'id="live-onnx-reverse"' in live and "MIT License" in live
+    assert "the page runs the model for the Attention view" in live
+    assert "live-onnx" not in static and '<form class="live"' not in static
