@@ -101,3 +101,24 @@ def test_the_command_packs_a_live_deck(tmp_path, monkeypatch, capsys):
     assert live.count('<form class="live"') == 1 and 'id="live-onnx-reverse"' in live and "MIT License" in live
     assert "the page runs the model for the Attention view" in live
     assert "live-onnx" not in static and '<form class="live"' not in static
+
+
+@pytest.mark.slow
+def test_the_live_box_beside_the_download_needs_the_runtime(monkeypatch, tmp_path):
+    """The sidebar's Live box is offered where ONNX Runtime Web is installed; elsewhere it is greyed out, saying
+    `npm ci` installs it, and the button packs the static deck."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.deck.packing import APP
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(APP.parent / "checkpoints"))
+    monkeypatch.setenv("ATLAS_DECKS", str(APP.parent / "decks"))
+    for installed in [False, *([True] if live_module.ORT_DIST.is_dir() else [])]:
+        monkeypatch.setattr(presenter, "ORT_DIST", live_module.ORT_DIST if installed else tmp_path / "absent")
+        app = AppTest.from_file(str(APP), default_timeout=300)
+        app.query_params.update({"checkpoint": "reverse"})
+        app.run()
+        assert not app.exception
+        box = app.checkbox(key="deck-pack-live")
+        assert box.proto.disabled is not installed
+        assert ("npm ci" in box.proto.help) is not installed

@@ -13,6 +13,7 @@ from ..literal_text import plain
 from ..shared import KEPT_FOR_S, expiring
 from ..state import notice, parse_query, set_by_callback, settle, shown, url_params
 from ..views import BY_KEY
+from .live import ORT_DIST
 from .packing import pack_in_process
 from .parse import MAX_DECK_BYTES, Deck, DeckError, Slide, deck_names, deck_toml, decks_dir, parse_deck, slide_state
 
@@ -198,10 +199,12 @@ def deck_tools(view_label: str) -> None:
             chosen = st.selectbox("Deck", names, key="deck_choice")
             st.button("Present", key="deck-present", on_click=present, args=(chosen,),
                       help="Open the deck in lecture mode; PageDown and PageUp (or ↓ and ↑) move between its slides.")
-            live = st.checkbox("Live: students type their own sentence", key="deck-pack-live",
+            runtime = ORT_DIST.is_dir()  # ONNX Runtime Web, which a live pack inlines (npm ci)
+            live = st.checkbox("Live: students type their own sentence", key="deck-pack-live", disabled=not runtime,
                                help="Each Attention slide gets an input box: its checkpoint runs in the browser "
                                     "(offline, greedy decoding) and redraws the figure. The file is larger (up to "
-                                    "40 MB).")
+                                    "40 MB)." if runtime else "This server lacks ONNX Runtime Web, which a live "
+                                    "pack inlines: `npm ci` in the app's folder installs it.") and runtime
             st.download_button("Download as one HTML file",
                                lambda: packed(chosen, deck_toml(read_deck(chosen)), live),
                                file_name=f"{chosen}{'-live' if live else ''}.html", mime="text/html",
