@@ -2,8 +2,8 @@
 the module of the feature that needs it, as a view is declared in its own module.
 
 A declaration names its function as "module:function", imported by ui.passes (the one ui module that imports torch
-or `transformer`: a view names the library's functions without importing them). The function's first parameter says
-what ui.passes gives it: `path, version` (a function of ui.passes, which loads what it needs itself), or `checkpoint`
+or `transformer`: a view names the library's functions without importing them). The function's parameters say what
+ui.passes gives it: `path, version` (a function of ui.passes, which loads what it needs itself), or `checkpoint`
 or `model` (a library function: given the loaded checkpoint, or its model, inside one model turn sized for its
 `src_ids` and `tgt_ids`). Then the view's arguments, and whatever else of the page's input it names
 (ui.page.PAGE_INPUT). What comes back is made a `result`: returned as it is if it is one, else built from the fields of
@@ -48,7 +48,7 @@ HOUR = datetime.timedelta(hours=1)  # a loaded checkpoint is kept as long: what 
 class Pass:
     name: str  # unique: keys its cache, and names it in errors
     function: str  # "module:function", called as the module's docstring says
-    result: type  # what it returns to the view
+    result: type | tuple[type, ...]  # what it returns to the view (one of these types, as isinstance reads them)
     cache: Shared | Kept | Fresh
     spinner: str = ""  # shown to the session that computes it
 
