@@ -188,6 +188,8 @@ def test_typed_sentences_run_in_the_page_as_in_pytorch(live_pack):
             drawn = page.evaluate(FIGURE, number)
             want = expected_figure(checkpoint, translation, slide.kind, slide.layer, slide.head, weights)
             assert drawn["layout"]["title"].endswith("· this browser's run")
+            shown_input = page.locator(f"#slide-{number} p.input").inner_text()
+            assert shown_input == f"Input, typed here: {text}", shown_input  # never the author's sentence over it
             heatmap, expected = drawn["data"][0], want["data"][0]
             assert np.allclose(np.asarray(heatmap["z"], dtype=float), weights, atol=1e-7)
             assert drawn["drawn"] == list(weights.shape)  # what Plotly drew, not only what it was handed

@@ -393,6 +393,7 @@
           `Typed here: “${text}”.`);
         for (const [code, values] of result.caveats) line(worded(code, values), "notice");
         section.querySelectorAll(".texts > p").forEach((p) => { p.hidden = true; });  // the author's sentence's
+        section.querySelector("p.input").textContent = `Input, typed here: ${text}`;  // what the figure now shows
         const box = section.querySelector("[data-live-figure]");
         const template = figures[Number(box.dataset.figure)];
         const [qTokens, kTokens] = kindTokens(slide.kind, result);
