@@ -741,13 +741,12 @@ def inside(path: str, version: int, src_ids: tuple, tgt_ids: tuple, kind: str, l
     """The hook points of attention block (`kind`, `layer`) and of its layer's feed-forward network, batch item 0
     (ui.views.inside.Inside's fields)."""
     model = load(path, version).checkpoint.model
-    block = attention_site(kind, layer)
-    layer_path = block.rpartition(".")[0]  # the layer that holds the block: 'decoder.layers.1'
+    site = Site(kind, layer)
     parts = ("q", "k", "v", "scores", "mask", "pattern", "z", "result")
-    names = [f"{block}.hook_{part}" for part in parts]
-    names += [f"{layer_path}.{BLOCK_INPUT[kind]}", f"{layer_path}.feed_forward.hook_mlp_post"]
+    names = [site.hook(part) for part in parts]
+    names += [f"{site.layer_name}.{BLOCK_INPUT[kind]}", f"{site.layer_name}.feed_forward.hook_mlp_post"]
     if model.config.positional == "rotary":
-        names += [f"{block}.hook_q_unrotated", f"{block}.hook_k_unrotated"]
+        names += [site.hook("q_unrotated"), site.hook("k_unrotated")]
     wanted = set(names)
     device = model_device(model)
 
