@@ -68,3 +68,68 @@ def test_a_translation_record_keeps_the_decoding_it_was_measured_with(tiny_check
     card = load_checkpoint(folder).card
     assert card.decoding == {"beam_size": 4, "length_penalty": 1.2, "coverage_penalty": 0.1}
     assert card.metrics["dev_bleu"] == 45.1 and card.metrics["dev_bleu_1-5_words"] == 45.0
+
+
+def test_joined_inputs_are_bucketed_up_to_forty_words_by_hand_counted_lengths():
+    from transformer.training.evaluate import JOINED_BUCKETS, length_bucket
+
+    words = {1: "1-5", 5: "1-5", 6: "6-10", 10: "6-10", 11: "11-15", 15: "11-15", 16: "16-25", 25: "16-25",
+             26: "26-35", 35: "26-35", 36: "36-40", 40: "36-40", 41: "41+", 60: "41+"}
+    for count, bucket in words.items():
+        assert length_bucket(" ".join(["w"] * count), JOINED_BUCKETS) == f"{bucket} words", count
+    # The lecturer's sentence: 27 words (commas stick to their words; a word is a run between spaces).
+    lecturer = ("When the old fisherman finally returned to the village after the storm, his neighbours, who had "
+                "feared the worst, ran to the harbour to greet him.")
+    assert length_bucket(lecturer, JOINED_BUCKETS) == "26-35 words" and length_bucket(lecturer) == "26+ words"
+
+
+def test_a_dev_pair_of_twelve_words_or_more_also_counts_in_its_corpus_s_twelve_plus_row():
+    from transformer.training.evaluate import case_groups
+
+    eleven, twelve = " ".join(["w"] * 11), "Tom, who lives next door, has two old bikes in his garage."
+    assert len(twelve.split()) == 12
+    assert case_groups("tatoeba, 11-15 words", eleven) == ["tatoeba, 11-15 words", "tatoeba", "11-15 words"]
+    assert case_groups("tatoeba, 11-15 words", twelve) == ["tatoeba, 11-15 words", "tatoeba", "11-15 words",
+                                                           "tatoeba, 12+ words", "12+ words"]
+    # Inputs made of dev pairs stand apart, in their own case only, however long.
+    assert case_groups("chained, 26-35 words", twelve * 3) == ["chained, 26-35 words"]
+
+
+def test_chained_cases_fill_the_lecturer_s_buckets_from_dev_pairs():
+    from transformer.training.evaluate import chained_cases
+
+    dev = [(f"tatoeba, {n}", f"Tom saw {n} birds in the old park today.", f"Tom a vu {n} oiseaux.")
+           for n in range(60)]
+    chained = chained_cases(dev, 100)
+    assert len(chained) == 100 and chained == chained_cases(dev, 100)  # the same inputs every time
+    for case, source, target in chained:
+        words = len(source.split())
+        assert case == ("chained, 26-35 words" if words <= 35 else "chained, 36-40 words")
+        assert 26 <= words <= 40 and target.count("oiseaux") == source.count("birds")
+    assert {case for case, _, _ in chained} == {"chained, 26-35 words", "chained, 36-40 words"}
+
+
+def test_a_longer_max_len_reads_a_long_input_whole_with_the_same_weights():
+    import pytest
+    import torch
+
+    from transformer.training.evaluate import with_max_len
+
+    checkpoint = load_checkpoint("checkpoints/eng-fra")
+    longer = with_max_len(checkpoint.model, 128)
+    assert longer.config.max_len == 128 and checkpoint.model.config.max_len == 64  # the checkpoint's own is kept
+    short, long, tgt = torch.randint(4, 4000, (1, 12)), torch.randint(4, 4000, (1, 100)), torch.tensor([[2, 5, 9]])
+    with torch.no_grad():
+        assert torch.equal(longer(short, tgt), checkpoint.model(short, tgt))  # the same weights
+        with pytest.raises(ValueError, match="max_len"):
+            checkpoint.model(long, tgt)
+        assert longer(long, tgt).shape == (1, 3, 4000)
+
+
+def test_a_subset_or_a_longer_max_len_is_never_recorded_as_the_card_s_figures(tiny_checkpoint, capsys):
+    import pytest
+
+    for flags in (["--min-words", "12"], ["--max-len", "128"]):
+        with pytest.raises(SystemExit):
+            main([str(tiny_checkpoint), "--record", *flags])
+        assert "without --min-words or --max-len" in capsys.readouterr().err

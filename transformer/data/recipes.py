@@ -28,6 +28,12 @@ CLAUSE_JOINS = ((", and", ", et"), (", but", ", mais"), (" because", " parce que
 _ELIDED_QUE = re.compile(r"\bque ([aeiouyàâéèêîôûAEIOUYÀÂÉÈÊÎÔÛ])")  # "parce que il" is written "parce qu'il"
 
 
+def _inside_words(pairs: Sequence[tuple[str, str]]) -> set[str]:
+    """The words that come after a sentence's first word in `pairs`, either side: a word found here in lower case
+    may be lower-cased where a joined sentence puts it second."""
+    return {word for pair in pairs for side in pair for word in side.split()[1:]}
+
+
 def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random,
                         statements: Sequence[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
     """`count` pairs, each two statements of `pairs` (both sides ending in ".") made one sentence with a conjunction
@@ -35,20 +41,28 @@ def clause_joined_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: rando
     statement's first word is lower-cased only if the corpus has it in lower case inside a sentence, so "Tom" and
     "I" keep their capitals. `statements`: join these instead (e.g. statements already extended by a phrase)."""
     statements = _statements(pairs) if statements is None else statements
-    inside = {word for pair in pairs for side in pair for word in side.split()[1:]}
-
-    def second(sentence: str) -> str:
-        first, _, rest = sentence.partition(" ")
-        lower = first[:1].lower() + first[1:]
-        return " ".join(part for part in ((lower if lower in inside else first), rest) if part)
-
+    inside = _inside_words(pairs)
     joined = []
     for _ in range(count):
-        (source_a, target_a), (source_b, target_b) = rng.sample(statements, 2)
-        english, french = rng.choice(CLAUSE_JOINS)
-        target = _ELIDED_QUE.sub(r"qu'\1", f"{target_a[:-1]}{french} {second(target_b)}")
-        joined.append((f"{source_a[:-1]}{english} {second(source_b)}", target))
+        first, then = rng.sample(statements, 2)
+        joined.append(_clause_join(first, then, rng.choice(CLAUSE_JOINS), inside))
     return joined
+
+
+def _clause_join(first: tuple[str, str], then: tuple[str, str], conjunction: tuple[str, str], inside: set[str]
+                 ) -> tuple[str, str]:
+    """Statement `first` and `then` made one sentence with `conjunction` (English, French) on both sides: `first`'s
+    full stop dropped, `then`'s first word lower-cased if the corpus has it in lower case inside a sentence (the
+    words of `inside`), "que" elided before a vowel."""
+    def second(sentence: str) -> str:
+        word, _, rest = sentence.partition(" ")
+        lower = word[:1].lower() + word[1:]
+        return " ".join(part for part in ((lower if lower in inside else word), rest) if part)
+
+    (source_a, target_a), (source_b, target_b) = first, then
+    english, french = conjunction
+    return (f"{source_a[:-1]}{english} {second(source_b)}",
+            _ELIDED_QUE.sub(r"qu'\1", f"{target_a[:-1]}{french} {second(target_b)}"))
 
 
 # A place or company phrase that ends an English statement ("... on the table."), and the French words that may
@@ -165,7 +179,65 @@ def timed_phrase_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random
     return joined
 
 
+# What the chained pairs aim at: a source of 26-40 words, the length of what a lecturer types (a long sentence of
+# subordinate and relative clauses, or two or three sentences), where the corpora have few pairs past 20 words.
+CHAIN_WORDS = (26, 40)
+CHAIN_PARTS = (2, 3, 4)
+CHAIN_LEAST_PART = 3  # words of the shortest pair a chain takes: "Run!" would add a sentence, not a clause
+CHAIN_CONJUNCTIONS = 0.5  # chance that two statements are joined by a conjunction, not as two sentences
+_SENTENCE_ENDS = (".", "!", "?")
+
+
+def chained_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Random,
+                  words: tuple[int, int] = CHAIN_WORDS) -> list[tuple[str, str]]:
+    """`count` pairs (fewer only where `pairs` cannot make them), each 2-4 different pairs of `pairs` (sources of at
+    least CHAIN_LEAST_PART words, both sides ending in ".", "!" or "?") joined in the same order on both sides into a
+    source of `words` words (from, to): a length drawn evenly, cut at random into the parts' lengths, each part a
+    random pair of the nearest length the corpus has. Between two statements, a conjunction of CLAUSE_JOINS with
+    chance CHAIN_CONJUNCTIONS (as --concat-clauses joins two), else a space (as --concat joins them): "A man is
+    painting a fence. The children are playing in the garden, but it is raining today." Random, not consecutive,
+    pairs: Tatoeba's order is by length, its neighbours near-copies ("I'm cold." / "I am cold."), and Multi30k's
+    descriptions are of unrelated images."""
+    if count <= 0:
+        return []
+    ended = [pair for pair in pairs if pair[0].endswith(_SENTENCE_ENDS) and pair[1].endswith(_SENTENCE_ENDS)
+             and len(pair[0].split()) >= CHAIN_LEAST_PART]
+    by_length: dict[int, list[tuple[str, str]]] = {}
+    for pair in ended:
+        by_length.setdefault(len(pair[0].split()), []).append(pair)
+    if len(ended) < 2:
+        return []
+    inside, (least, most) = _inside_words(pairs), words
+    joined: list[tuple[str, str]] = []
+    for _ in range(20 * count):  # bounded: a corpus of too few lengths makes fewer
+        if len(joined) == count:
+            break
+        parts = rng.choice([n for n in CHAIN_PARTS if n * CHAIN_LEAST_PART <= most])
+        total = rng.randint(max(least, parts * CHAIN_LEAST_PART), most)
+        cuts = sorted(rng.randint(0, total - parts * CHAIN_LEAST_PART) for _ in range(parts - 1))
+        spans = [b - a + CHAIN_LEAST_PART for a, b in zip([0, *cuts], [*cuts, total - parts * CHAIN_LEAST_PART])]
+        chain: list[tuple[str, str]] = []
+        for wanted in spans:
+            for length in sorted(by_length, key=lambda length: (abs(length - wanted), length)):
+                free = [pair for pair in rng.sample(by_length[length], min(3, len(by_length[length])))
+                        if pair[0] not in {source for source, _ in chain}]  # never a sentence twice in one input
+                if free:
+                    chain.append(free[0])
+                    break
+        if len(chain) < parts or not least <= sum(len(source.split()) for source, _ in chain) <= most:
+            continue
+        made = chain[0]
+        for part in chain[1:]:
+            if made[0].endswith(".") and made[1].endswith(".") and part[0].endswith(".") and part[1].endswith(".") \
+                    and rng.random() < CHAIN_CONJUNCTIONS:
+                made = _clause_join(made, part, rng.choice(CLAUSE_JOINS), inside)
+            else:
+                made = (f"{made[0]} {part[0]}", f"{made[1]} {part[1]}")
+        joined.append(made)
+    return joined
+
+
 # The extra pairs `python -m transformer.train` can add, by the training setting that gives their share (--concat,
 # --concat-clauses, ...): inputs longer than the corpus's sentences, all made by joining them or adding to them.
 JOINED_PAIRS = {"concat": joined_pairs, "concat_clauses": clause_joined_pairs, "concat_phrases": phrase_joined_pairs,
-                "concat_long": long_joined_pairs, "concat_timed": timed_phrase_pairs}
+                "concat_long": long_joined_pairs, "concat_timed": timed_phrase_pairs, "concat_chains": chained_pairs}

@@ -3,10 +3,13 @@
 reverse: fresh random strings of every length 1-30; dates: fresh dates in every format; translate: the dev split of
 each training corpus, rebuilt from what the card records (the corpora must be at the recorded paths, or pass --data),
 scored by BLEU and chrF overall, per corpus, by source length in words, and per corpus and length. Translation can
-also be scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed the same way, and on "clauses":
-two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
-that drops a sentence's second clause loses BLEU. induction (a language model): its in-context numbers on a probe of
-repeated random characters (transformer/analysis/induction.py). lm (a language model of a corpus's sentences): its
+also be scored on "joined" dev inputs (2-3 dev pairs joined, both sides), bucketed by length up to 40 words, on
+"clauses": two dev statements made one sentence by a conjunction ("..., but ...", "... because ..."), where a model
+that drops a sentence's second clause loses BLEU, and on "chained" inputs the length a lecturer types (2-4 dev pairs
+joined as --concat-chains joins training pairs, 26-40 words). --min-words N scores only the dev pairs of N words or
+more (each corpus's "12+ words" row is scored anyway), so a measurement of long inputs takes minutes, not the whole
+split. induction (a language model): its in-context numbers on a probe of repeated random characters
+(transformer/analysis/induction.py). lm (a language model of a corpus's sentences): its
 held-out perplexity and next-token accuracy, and its heads' previous-token and induction scores on held-out sentences
 repeated and on random tokens repeated (lm_metrics, which the trainer writes on the card), then its greedy
 continuations of the card's prompts, as the app continues them (continuations).
@@ -14,6 +17,7 @@ continuations of the card's prompts, as the app continues them (continuations).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 import shlex
@@ -35,7 +39,7 @@ from ..data.corpora import (
     packed_examples,
     token_batches,
 )
-from ..data.recipes import clause_joined_pairs, joined_pairs
+from ..data.recipes import chained_pairs, clause_joined_pairs, joined_pairs
 from ..data.tasks import (
     DATE_FORMATS,
     FRESH_SEED,
@@ -64,8 +68,11 @@ LM_BATCH_TOKENS = 8192  # tokens a batch of held-out sequences holds (the figure
 EVERYDAY_PROMPTS = ("I would like to", "Where is the", "Tom told Mary that", "It's going to", "My mother",
                     "Can you help me", "I don't think", "We went to the", "This is the best", "Why did you")
 LENGTH_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, None))  # source words: translation by length
+# Inputs made of dev pairs reach 40 words: what a lecturer types (26-35) and beyond it (36-40) are told apart.
+JOINED_BUCKETS = ((1, 5), (6, 10), (11, 15), (16, 25), (26, 35), (36, 40), (41, None))
+LONG_SOURCE_WORDS = 12  # a dev pair of this many source words or more also counts in its corpus's "12+ words" row
 JOINED_DEV_PAIRS = 1000  # long translation inputs made by joining dev pairs
-LONG_INPUT_CASES = ("joined", "clauses")  # made of dev pairs: scored apart from the dev split's own BLEU
+LONG_INPUT_CASES = ("joined", "clauses", "chained")  # made of dev pairs: scored apart from the dev split's own BLEU
 
 
 def translate_texts(
@@ -103,10 +110,11 @@ def chrf(predictions: Sequence[str], references: Sequence[str]) -> float:
     return float(sacrebleu.corpus_chrf(list(predictions), [list(references)]).score)
 
 
-def length_bucket(source: str) -> str:
-    """The breakdown's case for a translation input: "1-5 words", ..., "26+ words"."""
+def length_bucket(source: str, buckets: Sequence[tuple[int, int | None]] = LENGTH_BUCKETS) -> str:
+    """The breakdown's case for a translation input: "1-5 words", ..., "26+ words" (of `buckets`, (low, high) in
+    words, the last one's high None: no end)."""
     words = len(source.split())
-    low, high = next((low, high) for low, high in LENGTH_BUCKETS if high is None or words <= high)
+    low, high = next((low, high) for low, high in buckets if high is None or words <= high)
     return f"{low}-{high} words" if high else f"{low}+ words"
 
 
@@ -121,21 +129,25 @@ def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tup
 
 
 def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | Sequence[str] | None = None,
-                     dev_data: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
-    """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits, cased by corpus and
-    source length ("multi30k, 11-15 words")."""
+                     dev_data: Sequence[str] | None = None, min_words: int = 0) -> list[tuple[str, str, str]]:
+    """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits (only the pairs whose
+    source has at least `min_words` words), cased by corpus and source length ("multi30k, 11-15 words")."""
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
     return [(f"{corpus}, {length_bucket(source)}", source, target)
-            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data, dev_data)]
+            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data, dev_data)
+            if len(source.split()) >= min_words]
 
 
-def case_groups(case: str) -> list[str]:
+def case_groups(case: str, source: str = "") -> list[str]:
     """The breakdowns an input counts in: its case, and for a dev input cased "corpus, length" its corpus and its
-    length too (inputs made of dev pairs stand apart, in their own case only)."""
+    length too, and for one of LONG_SOURCE_WORDS words or more "corpus, 12+ words" and "12+ words" (inputs made of
+    dev pairs stand apart, in their own case only)."""
     if case.startswith(LONG_INPUT_CASES) or ", " not in case:
         return [case]
-    return [case, *case.split(", ", 1)]
+    corpus, length = case.split(", ", 1)
+    long = f"{LONG_SOURCE_WORDS}+ words"
+    return [case, corpus, length, *((f"{corpus}, {long}", long) if len(source.split()) >= LONG_SOURCE_WORDS else ())]
 
 
 def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIRS) -> list[tuple[str, str, str]]:
@@ -144,22 +156,31 @@ def joined_cases(cases: list[tuple[str, str, str]], count: int = JOINED_DEV_PAIR
     pairs = [(source, target) for _, source, target in cases]
     joined = joined_pairs(pairs, count, random.Random(FRESH_SEED))
     clauses = clause_joined_pairs(pairs, count, random.Random(FRESH_SEED))
-    return ([(f"joined, {length_bucket(source)}", source, target) for source, target in joined]
+    return ([(f"joined, {length_bucket(source, JOINED_BUCKETS)}", source, target) for source, target in joined]
             + [("clauses", source, target) for source, target in clauses])
 
 
+def chained_cases(cases: list[tuple[str, str, str]], count: int) -> list[tuple[str, str, str]]:
+    """`count` inputs of a lecturer's length made of the dev pairs of `cases` as --concat-chains makes training
+    pairs (2-4 pairs, 26-40 words, statements joined by a conjunction or as sentences), cased "chained, 26-35
+    words" or "chained, 36-40 words"."""
+    pairs = [(source, target) for _, source, target in cases]
+    return [(f"chained, {length_bucket(source, JOINED_BUCKETS)}", source, target)
+            for source, target in chained_pairs(pairs, count, random.Random(FRESH_SEED))]
+
+
 def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_size: int = 1,
-             length_penalty: float = 0.6, coverage_penalty: float = 0.0) -> dict:
+             length_penalty: float = 0.6, coverage_penalty: float = 0.0, model: Transformer | None = None) -> dict:
     """The task's metric overall and per case, the worst case, whether the floor is met, and the errors.
     Translation: overall BLEU and chrF over the cases not named as LONG_INPUT_CASES, whose scores stand apart in
-    per_case."""
+    per_case. `model`: the checkpoint's weights in another model (with_max_len's), if not its own."""
     task = checkpoint.card.task
-    predictions = translate_texts(checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
+    predictions = translate_texts(model or checkpoint.model, checkpoint.src_tokenizer, checkpoint.tgt_tokenizer,
                                   [source for _, source, _ in cases], beam_size=beam_size,
                                   length_penalty=length_penalty, coverage_penalty=coverage_penalty)
     by_case: dict[str, tuple[list[str], list[str]]] = {}
-    for (case, _, target), prediction in zip(cases, predictions):
-        for group in case_groups(case) if task == "translate" else [case]:
+    for (case, source, target), prediction in zip(cases, predictions):
+        for group in case_groups(case, source) if task == "translate" else [case]:
             by_case.setdefault(group, ([], []))[0].append(prediction)
             by_case[group][1].append(target)
     per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in sorted(by_case.items())}
@@ -175,6 +196,16 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
         result["chrf"] = chrf([p for p, _ in main], [target for _, target in main])
         result["chrf_per_case"] = {case: chrf(*pair) for case, pair in sorted(by_case.items())}
     return result
+
+
+def with_max_len(model: Transformer, max_len: int) -> Transformer:
+    """`model`'s weights in a model of longest sequence `max_len`: sinusoidal positions have no weights, so a model
+    trained at 128 and shipped at 64 (what the app's views hold) decodes a long input whole, uncut."""
+    if model.config.positional != "sinusoidal":
+        raise ValueError(f"max_len {max_len}: only a model with sinusoidal positions may change it")
+    longer = Transformer(dataclasses.replace(model.config, max_len=max_len))
+    longer.load_state_dict(model.state_dict())
+    return longer.to(model_device(model)).eval()
 
 
 def metric_suffix(case: str) -> str:
@@ -216,10 +247,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--joined", action="store_true",
                         help="translate: also score long inputs of 2-3 joined dev pairs, and of two dev statements "
                              "joined by a conjunction")
+    parser.add_argument("--chained", type=int, default=0, metavar="N",
+                        help="translate: also score N inputs of 26-40 words, 2-4 dev pairs joined as --concat-chains "
+                             "joins training pairs, by length (26-35, 36-40 words)")
+    parser.add_argument("--min-words", type=int, default=0, metavar="N",
+                        help="translate: score only the dev pairs whose source has N words or more (with --chained: "
+                             "the long inputs in minutes); a subset's figures are not the card's, so no --record")
+    parser.add_argument("--max-len", type=int,
+                        help="translate: decode with this longest sequence instead of the config's (sinusoidal "
+                             "positions: a model trained at 128 decodes a 40-word input uncut where the app's 64 "
+                             "cuts its translation); no --record")
     parser.add_argument("--show", type=int, default=5, help="print this many errors")
     parser.add_argument("--prompts", nargs="+", help="lm: prompts to continue (default: the card's examples)")
     parser.add_argument("--record", action="store_true", help="write the figures into the checkpoint's card.json")
     args = parser.parse_args(argv)
+    if args.record and (args.min_words or args.max_len):
+        parser.error("--record writes the card's figures: those of the whole dev split as the app decodes, without "
+                     "--min-words or --max-len")
 
     checkpoint = Checkpoint(args.checkpoint)
     given = sys.argv[1:] if argv is None else argv
@@ -233,14 +277,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"repeat accuracy {verdict} the floor of {FLOORS[checkpoint.card.task]}")
         return
     start = time.perf_counter()
-    cases = evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data)
+    cases = evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data, args.min_words)
+    long_cases = []
     if args.joined:
-        cases += joined_cases(cases)
-    result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty, args.coverage_penalty)
+        long_cases += joined_cases(cases)
+    if args.chained:  # made of the whole dev split, whatever --min-words keeps of it
+        whole = cases if not args.min_words else evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data)
+        long_cases += chained_cases(whole, args.chained)
+    cases += long_cases
+    model = with_max_len(checkpoint.model, args.max_len) if args.max_len else None
+    result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty, args.coverage_penalty, model)
     chrf_text = f", chrF {result['chrf']:.2f}" if "chrf" in result else ""
+    subset = f" of {args.min_words}+ words" if args.min_words else ""
+    max_len = f", max_len {args.max_len or checkpoint.config.max_len}" if checkpoint.card.task == "translate" else ""
     print(f"{checkpoint.name}: {result['metric']} = {result['overall']:.4f}{chrf_text} on {result['inputs']} unseen "
-          f"inputs ({time.perf_counter() - start:.1f} s, beam {args.beam_size}, length penalty {args.length_penalty}, "
-          f"coverage penalty {args.coverage_penalty})")
+          f"inputs{subset} ({time.perf_counter() - start:.1f} s, beam {args.beam_size}, length penalty "
+          f"{args.length_penalty}, coverage penalty {args.coverage_penalty}{max_len})")
     if len(result["per_case"]) > 1:
         for case, value in result["per_case"].items():
             chrf_case = f"  chrF {result['chrf_per_case'][case]:.2f}" if "chrf_per_case" in result else ""

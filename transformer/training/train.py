@@ -243,6 +243,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="translate: add this share of extra training pairs made of a statement that ends in a "
                             "time phrase ('yesterday' / 'hier') with a phrase as --concat-phrases appends put before "
                             "it on both sides, so the model translates two phrases after a sentence's object")
+    train.add_argument("--concat-chains", type=float, default=0.0,
+                       help="translate: add this share of extra training pairs made of 2-4 different pairs joined "
+                            "the same way on both sides into sources of 26-40 words, the length a lecturer types: "
+                            "between two statements a conjunction half the time (as --concat-clauses), else a space "
+                            "(as --concat), since joins by full stops alone taught a model to cut a long single "
+                            "sentence after its first clause, and conjunctions alone never show it two sentences "
+                            "in one input; a joined pair longer than --max-len pieces on either side is left out, "
+                            "not cut (its translation would lose its end)")
     train.add_argument("--repeat-sentences", type=float, default=0.0,
                        help="lm: share of the training sequences in which a stretch of its sentences (one or "
                             "several in a row) comes again later in it, so that looking back at an earlier occurrence "
@@ -622,6 +630,25 @@ def prepare_folder(args: argparse.Namespace, rank: int) -> Path:
     return folder
 
 
+def extra_pairs(args: argparse.Namespace, train_pairs: list[tuple[str, str]], src_tok: Tokenizer,
+                tgt_tok: Tokenizer) -> list[tuple[str, str]]:
+    """The joined pairs the --concat... flags ask for, made from `train_pairs`, less those that do not fit --max-len
+    pieces on either side (a target cut short would teach the model to stop early); how many of each were kept and
+    left out goes to args.extra_pairs, so the card's training record says how the data was made."""
+    rng = random.Random(args.seed)
+    extra: list[tuple[str, str]] = []
+    args.extra_pairs = {}
+    for setting, join in JOINED_PAIRS.items():  # always in this order: a seed makes the same pairs again
+        made = join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
+        kept = [(source, target) for source, target in made
+                if len(source_ids(src_tok, source, 10**9)[0]) <= args.max_len
+                and len(target_ids(tgt_tok, target, 10**9)) <= args.max_len]
+        if made:
+            args.extra_pairs[setting] = {"kept": len(kept), "longer_than_max_len": len(made) - len(kept)}
+        extra += kept
+    return extra
+
+
 class Trainer:
     """One training run in `folder`: the model, its optimizer and progress, and the steps that train, evaluate and
     save it."""
@@ -643,10 +670,7 @@ class Trainer:
             self.dev_eval_examples = lm_dev_examples(tgt_tok, [t for _, t in self.dev_eval_pairs],
                                                      args.max_len)[: args.dev_eval_size]
         else:
-            rng = random.Random(args.seed)
-            extra = []
-            for setting, join in JOINED_PAIRS.items():  # always in this order: a seed makes the same pairs again
-                extra += join(train_pairs, round(getattr(args, setting) * len(train_pairs)), rng)
+            extra = extra_pairs(args, train_pairs, src_tok, tgt_tok)
             encoded = encode_examples(args, train_pairs + extra, src_tok, tgt_tok)
             # An epoch holds a repeated pair as many times as --repeat says (the joined pairs once each).
             self.train_examples = [example for example, times in zip_longest(encoded, copies, fillvalue=1)
