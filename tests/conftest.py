@@ -117,12 +117,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the rest in their own order
 
 
+def scan_installed_components_once() -> None:
+    """Every new AppTest scans every installed distribution's metadata for Streamlit components (0.5-2.5 s a test,
+    most of a short AppTest's time); the installed packages do not change while the tests run, so one scan a process
+    serves them all (the app's own components are declared in its code, not found by the scan)."""
+    from streamlit.components.v2 import manifest_scanner
+
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Train the test checkpoints the collected tests need before the first test runs: once, and not under
     pytest-timeout's limit for one test (on a busy machine training takes minutes). Under xdist every worker
     collects: each first trains the recipes no other process is training, then waits for the rest."""
     if session.config.option.collectonly:
         return
+    if any("AppTest" in path.read_text(encoding="utf-8") for path in {item.path for item in session.items}):
+        scan_installed_components_once()
     needed = sorted({name for item in session.items for fixture, name in CHECKPOINT_FIXTURES.items()
                      if fixture in getattr(item, "fixturenames", ())})
     for wait in (False, True):  # first the recipes no other process is training, then (waiting for them) the rest
