@@ -1,6 +1,7 @@
 """The live pack (`python -m ui.pack DECK OUT.html --live`) of the shipped deck, in this machine's Chromium from
 file:// with every other request refused: its size, the first figure after opening, a 20-word eng-fra sentence typed
-to output and figure (the first run after the page is ready, and the median of the next), and the tab's peak memory."""
+to output and figure (the first run after the page is ready, and the median of the next), a date typed on the Model
+view slide (every head of dates redrawn), and the tab's peak memory."""
 from __future__ import annotations
 
 import os
@@ -19,6 +20,7 @@ MAX_MB = 40.0
 FIRST_FIGURE_S = 3.0
 TYPED_S = 1.5
 TAB_MB = 1024.0
+DATE = "Saturday, 4 July 1998"
 SENTENCE = ("My grandmother told us a long story about the old house near the river where she grew up as a child.")
 SMOKE_DECK = ('title = "Smoke"\n[[slides]]\ntitle = "eng-fra"\n[slides.link]\ncheckpoint = "eng-fra"\n'
               'text = "I am cold."\nview = "attention"\n')
@@ -47,8 +49,9 @@ def renderer_peak_mb() -> float:
     return max(found, default=0) / 1024
 
 
-def packed(setup: Setup) -> tuple[Path, int]:
-    """The live pack written into the workdir, and the number of its eng-fra Attention slide."""
+def packed(setup: Setup) -> tuple[Path, int, int | None]:
+    """The live pack written into the workdir, the number of its eng-fra Attention slide and of its Model view slide
+    (None in the smoke deck)."""
     from ui.deck import read_deck
     from ui.deck.packing import pack_in_process
 
@@ -67,7 +70,8 @@ def packed(setup: Setup) -> tuple[Path, int]:
             del os.environ["ATLAS_DECKS"]
     number = next(number for number, slide in enumerate(deck.slides, 1)
                   if slide.state.get("checkpoint") == "eng-fra" and slide.state.get("view") == "attention")
-    return path, number
+    model = next((number for number, slide in enumerate(deck.slides, 1) if slide.state.get("view") == "model"), None)
+    return path, number, model
 
 
 def opened(page, path: Path) -> tuple[float, float]:
@@ -99,7 +103,7 @@ def measure(setup: Setup) -> list[dict]:
         return [skipped(FIGURE, "ONNX Runtime Web is not installed: run `npm ci`")]
     from playwright.sync_api import sync_playwright
 
-    path, number = packed(setup)
+    path, number, model_number = packed(setup)
     size_mb = path.stat().st_size / 2**20
     requests, errors = [], []
 
@@ -124,6 +128,9 @@ def measure(setup: Setup) -> list[dict]:
         page.evaluate(f"location.hash = '#{number}'")
         first = run_typed(page, number, SENTENCE)
         again = [run_typed(page, number, SENTENCE) for _ in range(1 if setup.smoke else 3)]
+        if model_number is not None:
+            page.evaluate(f"location.hash = '#{model_number}'")
+            model_view = run_typed(page, model_number, DATE)
         tab_mb = renderer_peak_mb()
         browser.close()
     words = len(SENTENCE.split())
@@ -141,6 +148,9 @@ def measure(setup: Setup) -> list[dict]:
                at_most=TYPED_S, page_ms=first[1], model_ms=first[2]),
         result(FIGURE, f"the same, median of the next runs, {case}", statistics.median(run[0] for run in again), "s",
                at_most=TYPED_S, page_ms=[run[1] for run in again], model_ms=[run[2] for run in again]),
+        *([result(FIGURE, f"a date typed on the Model view slide → output and every head's lines, {case}",
+                  model_view[0], "s", at_most=TYPED_S, page_ms=model_view[1], model_ms=model_view[2])]
+          if model_number is not None else []),
         result(FIGURE, f"the tab's peak memory (renderer VmHWM), {case}", tab_mb, "MB", at_most=TAB_MB),
         result(FIGURE, f"requests outside the file and page errors, {case}", len(outside) + len(errors), "",
                at_most=0, requests=outside[:5], errors=errors[:5]),

@@ -72,12 +72,35 @@ def test_the_presenters_choice_reaches_the_packing_process(monkeypatch):
     assert asked == [("some-deck", True), ("some-deck", False)]
 
 
-def test_a_checkpoint_whose_task_warns_about_inputs_stays_static():
-    """The dates task's notice (years outside its training range) is the app's alone: a page would leave it out."""
+def test_the_dates_checkpoint_ships_its_notice_table_and_a_task_notice_the_page_lacks_stays_static(monkeypatch):
+    """The dates task's notice (years outside its training range) goes to the page as a table live.js reads
+    (tests/test_live_pack_tokenizer.py proves the wording equal); a task notice live.js does not implement keeps its
+    checkpoint static, saying why."""
+    from transformer.data import tasks
     from ui import passes
 
-    with pytest.raises(ValueError, match=r"its task \(dates\) warns about inputs"):
+    _, spec = passes.browser_model("dates")
+    table = spec["task_notices"]["years_out_of_range"]
+    assert (table["first"], table["last"]) == (1900, 2099) and ord("0") in table["digit_zeros"]
+    assert passes.browser_model("reverse")[1]["task_notices"] == {}
+    monkeypatch.setitem(tasks.INPUT_CAVEATS, "dates", lambda text: [])
+    with pytest.raises(ValueError, match=r"its task \(dates\) warns about inputs in a way the page does not"):
         passes.browser_model("dates")
+
+
+def test_a_model_view_slide_goes_live_with_every_layer_of_its_kind_when_drawn_as_lines():
+    spec = {**SPEC, "sites": ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"],
+            "layers": {"encoder": 2, "decoder": 2}}
+    deck = Deck("Deck", [slide(checkpoint="small", view="model", kind="encoder.self_attn"),
+                         slide(checkpoint="small", view="model", kind="encoder.self_attn", model_as="heatmaps"),
+                         slide(checkpoint="small", view="model", kind="decoder.self_attn"),
+                         slide(checkpoint="small", view="model", kind="encoder.self_attn", layer=1)])
+    live = Live(deck, {"small": (b"graph", spec)})
+    assert live.plan[1] == LiveSlide("small", "encoder.self_attn", 0, 0, "encoder.layers.0.self_attn", "model",
+                                     ("encoder.layers.0.self_attn", "encoder.layers.1.self_attn"))
+    assert "(model_as) are the live app's" in live.plan[2]
+    assert "no head 0 at decoder.layers.0.self_attn" in live.plan[3]
+    assert "(layer) are the live app's" in live.plan[4]
 
 
 @pytest.mark.slow

@@ -77,3 +77,29 @@ def test_the_page_reads_and_encodes_every_sentence_as_python_does(name, side):
         # Python's pieces as typed show each unknown character alone; the page's, a run of them as one <unk>'s text.
         assert "".join(typed) == "".join(python[3]) and len(typed) == len(python[2]), sentence
     assert any(cut for _, cut, *_ in found) and any(1 in ids for _, _, ids, *_ in found)  # both cases were met
+
+
+YEARS = ["Wednesday, March 3, 2021", "1 Jan 1899", "1900-01-01", "2099-12-31", "31 Dec 2100", "0999 and 1000",
+         "12345 1234", "1899/1900/2100", "year ٢١٠٠ and ١٩٩٩", "x２１５０y", "no year at all", "1999 2000 3000 3000",
+         "2024𝟐𝟎𝟐𝟒", "19 99", "a9999b", "", "১৮৯৯ ০২০০"]
+TASK_NODE = """
+const live = require(process.argv[1]);
+const data = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(data.texts.map((text) => live.taskCaveats(data.notices, text)
+  .map(([code, values]) => [code, values, live.worded(code, values)]))));
+"""
+
+
+def test_the_page_gives_the_dates_tasks_year_notice_as_python_does():
+    from transformer.data.tasks import input_caveats
+    from ui.passes import browser_model
+    from ui.warnings import worded
+
+    notices = browser_model("dates")[1]["task_notices"]  # the table the page gets
+    done = subprocess.run(["node", "-e", TASK_NODE, str(LIVE_JS)], input=json.dumps(
+        {"notices": notices, "texts": YEARS}), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    expected = [[[caveat.code, caveat.values, worded(caveat)] for caveat in input_caveats("dates", text)]
+                for text in YEARS]
+    assert json.loads(done.stdout) == expected
+    assert sum(map(bool, expected)) >= 8 and not expected[0] and not expected[2] and not expected[3]

@@ -6,8 +6,8 @@ float32 inside the graph (half the bytes; the arithmetic is float32's). `fp16_ro
 what the browser's numbers are checked against. Exports are kept in the disk cache, keyed on the weights' digest.
 
 `browser_model` is everything a page needs to run a checkpoint as the app does: the graph, its sentencepiece
-tokenizers as tables a small script encodes with (ui/deck/live.js), and the config, card and word list its decoding
-and notices read; or why this checkpoint cannot run in a browser."""
+tokenizers as tables a small script encodes with (ui/deck/live.js), and the config, card, word list and task notice
+tables its decoding and notices read; or why this checkpoint cannot run in a browser."""
 from __future__ import annotations
 
 import copy
@@ -166,8 +166,10 @@ def tokenizer_table(tokenizer: Tokenizer) -> dict:
             "unk": tokenizer.unk_id, "dummy_prefix": proto.normalizer_spec.add_dummy_prefix, "charmap": charmap}
 
 
-def browser_model(checkpoint: LoadedCheckpoint, cache: DiskCache | None = None) -> tuple[bytes, dict]:
-    """(the fp16 graph, what the page needs besides) for `checkpoint`; NotInBrowser when a page cannot run it."""
+def browser_model(checkpoint: LoadedCheckpoint, cache: DiskCache | None = None, task_notices: dict | None = None
+                  ) -> tuple[bytes, dict]:
+    """(the fp16 graph, what the page needs besides) for `checkpoint`; NotInBrowser when a page cannot run it.
+    task_notices: what live.js reads to give the task's own input notices (ui.passes.browser_model's)."""
     config, card = checkpoint.config, checkpoint.card
     if config.stacks == "encoder-only":
         raise NotInBrowser("it is an encoder-only model: the page runs translation and continuation only")
@@ -189,5 +191,5 @@ def browser_model(checkpoint: LoadedCheckpoint, cache: DiskCache | None = None) 
         "source_words": sorted(checkpoint.source_words) if checkpoint.source_words is not None else None,
         "longest_source_tokens": longest if type(longest) is int else None,
         "joined": bool(card.training.get("joined_pairs") or card.training.get("phrase_pairs")),
-        "decoding": dict(card.decoding), "task": card.task,
+        "decoding": dict(card.decoding), "task": card.task, "task_notices": task_notices or {},
     }

@@ -133,6 +133,8 @@
       return `Never in this model's training data: ${named}${more}. It can only guess ` +
         `${v.words.length === 1 ? "this word" : "these words"} from the pieces, so expect an invented or missing word there.`;
     },
+    years_out_of_range: (v) => `This model was trained on years ${v.first}-${v.last} only: it cannot write ` +
+      `${v.years.join(", ")} and will put a year from its range instead.`,
     unknown_pieces: (v) => `${v.count} piece(s) of the input are unknown to this model's vocabulary and shown as <unk>.`,
     unended: (v) => "The model did not end its output: decoding stopped it after " + v.pieces + " pieces, at " +
       ("src_len" in v ? `twice the input's length plus 10 tokens (the input: ${v.src_len} tokens with </s>)`
@@ -142,6 +144,30 @@
   WORDINGS.cut_off_pieces_by_memory = WORDINGS.cut_off_pieces;
   WORDINGS.unended_at_output_limit = WORDINGS.unended_at_max_len = WORDINGS.unended;
   const worded = (code, values) => WORDINGS[code](values);
+
+  // ------------------------------------------------------------- a task's own notices, as data.tasks.INPUT_CAVEATS gives them
+  // data.tasks.years_out_of_range: every run of exactly four decimal digits (Python's (?<!\d)\d{4}(?!\d), any script's
+  // digits: `digit_zeros` holds each zero's code point, the nine after it its other digits) read as a year; those
+  // outside first..last named.
+  function yearsOutOfRange(text, table) {
+    const digit = (char) => {
+      const code = char.codePointAt(0);
+      const zero = table.digit_zeros.find((start) => start <= code && code < start + 10);
+      return zero === undefined ? -1 : code - zero;
+    };
+    const years = [];
+    let run = [];
+    for (const char of [...Array.from(text), ""]) {
+      const value = char ? digit(char) : -1;
+      if (value >= 0) { run.push(value); continue; }
+      if (run.length === 4) years.push(run.reduce((year, next) => 10 * year + next, 0));
+      run = [];
+    }
+    const outside = years.filter((year) => !(table.first <= year && year <= table.last));
+    return outside.length ? [["years_out_of_range", { years: outside, first: table.first, last: table.last }]] : [];
+  }
+  const TASK_NOTICES = { years_out_of_range: yearsOutOfRange };
+  const taskCaveats = (notices, text) => Object.entries(notices || {}).flatMap(([code, table]) => TASK_NOTICES[code](text, table));
 
   // --------------------------------------------------------------------------- one input, as Checkpoint.prepare reads it
   const CONTINUATION_TOKENS = 20;
@@ -169,6 +195,7 @@
     if (spec.longest_source_tokens !== null && ids.length - 1 > spec.longest_source_tokens) {
       caveats.push(["longer_than_trained", { pieces: ids.length - 1, longest: spec.longest_source_tokens, joined: spec.joined }]);
     }
+    caveats.push(...taskCaveats(spec.task_notices, read));
     if (spec.source_words) {
       const known = spec.knownWords || (spec.knownWords = new Set(spec.source_words));
       const unseen = [...new Set(words(read).filter((word) => !known.has(word)))];
@@ -287,6 +314,144 @@
     return { data: [heatmap, ...overlays], layout, config: template.config };
   }
 
+  // ----------------------------------------------- the Model view as lines, as viz.model_lines draws it (lecture mode)
+  const OPACITY_LEVELS = 20, TOP_LINKS = 3, GAP_PX = 18, LABEL_GAP_PX = 16, PANEL_PX = [110, 220];
+  const LIST_STEPS_EM = [1.6, 1.3, 1.15];  // viz.head_view's LIST_STEP_EM, TOKEN_STEP_EM, SOLID_STEP_EM
+  const roundHalfEven = (x) => { const r = Math.round(x); return Math.abs(x % 1) === 0.5 && r % 2 ? r - 1 : r; };
+  const pyFloat = (x) => (Number.isInteger(x) ? x.toFixed(1) : String(x));  // str() of a Python float
+  // format(x, ".2f"): the nearest of the exact binary value, a tie to the even digit (toFixed takes the larger)
+  function fixed2(x) {
+    const scaled = x * 100, floor = Math.floor(scaled);
+    if (scaled - floor === 0.5) return ((floor % 2 ? floor + 1 : floor) / 100).toFixed(2);
+    return x.toFixed(2);
+  }
+
+  // viz.head_view.weight_lines: a trace per opacity level (weights x 20, rounded in float32 as numpy does), each
+  // pair of that level a line from its query (x 0, y -i) to its key (x 1, y -j); masked pairs and level 0 none.
+  function weightLines(weights, masked, colour, line, meta, fields) {
+    const byLevel = new Map();
+    weights.forEach((row, i) => row.forEach((weight, j) => {
+      const level = roundHalfEven(Math.fround(Math.fround(weight) * OPACITY_LEVELS));
+      if (masked[i][j] || level <= 0) return;
+      if (!byLevel.has(level)) byLevel.set(level, []);
+      byLevel.get(level).push([i, j]);
+    }));
+    return [...byLevel.keys()].sort((a, b) => a - b).map((level) => {
+      const pairs = byLevel.get(level), opacity = level / OPACITY_LEVELS;
+      return Object.assign({
+        type: "scatter", x: pairs.flatMap(() => [0.0, 1.0, null]), y: pairs.flatMap(([i, j]) => [0 - i, 0 - j, null]),
+        mode: "lines", line: Object.assign({ color: `rgba(${colour.join(", ")}, ${pyFloat(opacity)})` }, line),
+        hoverinfo: "skip", meta: [...meta, opacity],
+      }, fields);
+    });
+  }
+
+  // viz.head_view._link_summaries of one head: per token of `side`, its TOP_LINKS strongest links (masked ones 0).
+  function linkSummaries(side, weights, masked, qTokens, kTokens, name) {
+    const [mine, theirs] = side === "query" ? [qTokens, kTokens] : [kTokens, qTokens];
+    const arrow = side === "query" ? "→" : "←";
+    return mine.map((token, index) => {
+      const row = side === "query" ? weights[index].map((w, j) => (masked[index][j] ? 0 : w))
+        : weights.map((r, i) => (masked[i][index] ? 0 : r[index]));
+      const top = row.map((_, other) => other).sort((a, b) => row[b] - row[a]).slice(0, TOP_LINKS);
+      const links = top.filter((other) => row[other] > 0).map((other) => `${escapeLabel(theirs[other])} ${fixed2(row[other])}`).join(", ");
+      return `${side} ${escapeLabel(token)} (${index})<br>${escapeLabel(name)} ${arrow} ${links || "nothing"}`;
+    });
+  }
+
+  // The Model view's lines for new tokens. `template` is the figure the app drew for the slide: its window of layers
+  // x heads (the panels' markers carry meta [layer, head]), its traces' and axes' look and its fonts are kept; `head`
+  // (layer, head) gives that head's (q_len x k_len) rows. The layout is viz.model_lines's, its text widths measured
+  // in the page (as headFigure's): the largest font whose rows fit `room`'s height, panels sharing its width.
+  function linesFigure(template, head, qTokens, kTokens, blocked, title, room, headColours) {
+    const drawn = template.data.filter((trace) => trace.mode === "markers" && Array.isArray(trace.meta) && trace.meta.length === 2);
+    const heads = [...new Set(drawn.map((trace) => trace.meta[1]))];
+    const lineTrace = template.data.find((trace) => trace.mode === "lines") || { line: { width: 1 } };
+    const thin = Object.assign({}, lineTrace.line);
+    delete thin.color;
+    const masked = Array.from(qTokens, (_, i) => Array.from(kTokens, (_, j) => Object.values(blocked).some((mask) => mask[i][j])));
+    const q = qTokens.length, k = kTokens.length, rows = Math.max(q, k);
+    const layout = JSON.parse(JSON.stringify(template.layout));
+    const headingFont = ((layout.annotations || [])[0] || {}).font?.size || (layout.font || {}).size || 12;
+    const titleFont = ((layout.title || {}).font || {}).size || headingFont;
+    const family = (layout.font || {}).family || "sans-serif";
+    // viz.head_view.list_font and list_height: the title's band, a heading per row of panels, the token rows.
+    const height = (font, step, lists = layers.length) => LINE * titleFont + 24 + 16 + lists * (LINE * headingFont + 6) + lists * rows * step * font;
+    // As the Model view pages its layers (viz.fit_model_lines): the template's first layers, as many as keep their
+    // rows set solid at MIN_FONT within the room (one at least); the title names that window as the view does.
+    const allLayers = [...new Set(drawn.map((trace) => trace.meta[0]))];
+    let fitting = allLayers.length;
+    while (fitting > 1 && height(MIN_FONT, LIST_STEPS_EM[2], fitting) > room.height) fitting--;
+    const layers = allLayers.slice(0, fitting);
+    const panels = drawn.filter((trace) => layers.includes(trace.meta[0]));
+    if (fitting < allLayers.length) {
+      const [layer, head] = [layers[0], heads[0]], [lastLayer, lastHead] = [layers[fitting - 1], heads[heads.length - 1]];
+      const named = `L${layer}` + (lastLayer > layer ? `–${lastLayer}` : "") + ` H${head}` + (lastHead > head ? `–${lastHead}` : "");
+      title = title.replace(/^(.*?: every layer and head)( \([^)]*\))?/, `$1 (${named})`);
+      for (let index = panels.length; index < drawn.length; index++) {  // the panels left out, and their axes
+        delete layout[`xaxis${index + 1}`];
+        delete layout[`yaxis${index + 1}`];
+      }
+      layout.annotations = layout.annotations.filter((note) => !drawn.slice(panels.length).some((trace) => note.text === escapeLabel(trace.name)));
+    }
+    let font = MIN_FONT, stepEm = LIST_STEPS_EM[2];
+    search: for (let size = headingFont; size >= MIN_FONT; size--) {
+      for (const step of LIST_STEPS_EM) if (height(size, step) <= room.height) { font = size; stepEm = step; break search; }
+    }
+    const shown = (token) => String(token).replaceAll("\u2581", "\u00b7");
+    const column = (tokens, side) => Math.max(0, ...tokens.map((t) => textPx(shown(t), font, family)), textPx(side, headingFont, family)) + LABEL_GAP_PX;
+    const [left, right] = [column(qTokens, "query"), column(kTokens, "key")];
+    const spare = room.width - left - right - 40 - (heads.length - 1) * GAP_PX;
+    const panel = Math.min(Math.max(spare / heads.length, PANEL_PX[0]), PANEL_PX[1]);
+    const heading = LINE * headingFont + 6, rowPx = rows * stepEm * font;
+    const plotW = heads.length * panel + (heads.length - 1) * GAP_PX, plotH = layers.length * rowPx + (layers.length - 1) * heading;
+    const domain = (start, end, total) => [Math.min(Math.max(start / total, 0), 1), Math.min(Math.max(end / total, 0), 1)];
+    const yRange = [-(rows - 0.5), 0.5];
+    const ticks = (tokens) => ({ tickvals: tokens.map((_, i) => 0 - i), ticktext: tokens.map(escapeLabel), range: yRange, tickfont: { size: font } });
+    const markers = [], lines = [], anchors = [];
+    panels.forEach((marker, index) => {
+      const [layer, model] = marker.meta, row = layers.indexOf(layer), col = heads.indexOf(model);
+      const suffix = index ? String(index + 1) : "";
+      const weights = head(layer, model), x0 = col * (panel + GAP_PX), top = row * (rowPx + heading);
+      Object.assign(layout[`xaxis${suffix}`], { domain: domain(x0, x0 + panel, plotW) });
+      const yAxis = layout[`yaxis${suffix}`];
+      Object.assign(yAxis, ticks(qTokens), { domain: domain(plotH - top - rowPx, plotH - top, plotH) });
+      yAxis.tickfont = Object.assign({}, yAxis.tickfont, { size: font });
+      const colour = headColours[model % headColours.length];
+      lines.push(...weightLines(weights, masked, colour, thin, [layer, model],
+        { name: marker.name, showlegend: false, xaxis: marker.xaxis, yaxis: marker.yaxis }));
+      const hover = ["query", "key"].flatMap((side) => linkSummaries(side, weights, masked, qTokens, kTokens, marker.name));
+      markers.push(Object.assign({}, marker, {
+        x: [...Array(q).fill(0.0), ...Array(k).fill(1.0)], y: [...qTokens.map((_, i) => 0 - i), ...kTokens.map((_, i) => 0 - i)],
+        hovertext: hover,
+      }));
+      const annotation = layout.annotations.find((note) => note.text === escapeLabel(marker.name));
+      if (annotation) Object.assign(annotation, { x: (x0 + panel / 2) / plotW, y: 1 - top / plotH });
+    });
+    // The keys' axes (right of each row's last panel, numbered after the panels' as viz.model_lines numbers them)
+    // overlay a panel's: each takes the keys, its anchor trace kept.
+    const keyAxes = template.data.filter((trace) => trace.mode === undefined && Array.isArray(trace.x) && trace.x.length === 1 && trace.x[0] === null);
+    const keyLayouts = keyAxes.map((trace) => layout[`yaxis${trace.yaxis.slice(1)}`]);
+    keyAxes.forEach((trace) => { delete layout[`yaxis${trace.yaxis.slice(1)}`]; });
+    keyAxes.slice(0, layers.length).forEach((trace, row) => {
+      const id = String(panels.length + row + 1), axis = keyLayouts[row];
+      Object.assign(axis, ticks(kTokens));
+      axis.tickfont = Object.assign({}, axis.tickfont, { size: font });
+      layout[`yaxis${id}`] = axis;
+      anchors.push(Object.assign({}, trace, { yaxis: `y${id}` }));
+    });
+    for (const note of layout.annotations) {
+      if (note.text === "query") note.x = -LABEL_GAP_PX / plotW;
+      if (note.text === "key") note.x = 1 + LABEL_GAP_PX / plotW;
+    }
+    layout.margin = Object.assign({}, layout.margin, { l: 20 + left, r: 20 + right, t: LINE * titleFont + 24 + heading });
+    layout.width = Math.round(Math.max(layout.margin.l + plotW + layout.margin.r, textPx(title, titleFont, family) + 40));
+    layout.height = Math.round(layout.margin.t + plotH + layout.margin.b);
+    layout.title = Object.assign({}, layout.title, { text: title });
+    layout.datarevision = `${layout.datarevision || ""} live ${++revisions}`;
+    return { data: [...markers, ...lines, ...anchors], layout, config: template.config };
+  }
+
   let revisions = 0;
   // The smallest label lecture mode draws (viz.theme's min_font_size) and a line's height in font sizes (viz.layout's
   // LINE_EM).
@@ -397,10 +562,14 @@
         const box = section.querySelector("[data-live-figure]");
         const template = figures[Number(box.dataset.figure)];
         const [qTokens, kTokens] = kindTokens(slide.kind, result);
-        const weights = headRows(result.patterns[slide.site], slide.head);
+        const blocked = blockedOf(slide.kind, qTokens.length, kTokens.length);
         const room = { height: box.closest(".panel").clientHeight, width: box.closest(".panel").clientWidth };
-        const figure = headFigure(template, weights, qTokens, kTokens, blockedOf(slide.kind, qTokens.length, kTokens.length),
-          `${(template.layout.title || {}).text || ""} · this browser's run`, room, config.maskColours);
+        const title = `${(template.layout.title || {}).text || ""} · this browser's run`;
+        const figure = slide.view === "model"
+          ? linesFigure(template, (layer, head) => headRows(result.patterns[slide.sites[layer]], head), qTokens, kTokens,
+            blocked, title, room, config.headColours)
+          : headFigure(template, headRows(result.patterns[slide.site], slide.head), qTokens, kTokens, blocked, title, room,
+            config.maskColours);
         box.closest(".panel").style.overflowY = figure.layout.height > room.height ? "auto" : "";  // past MIN_FONT
         await root.Plotly.react(box, figure.data, figure.layout, figure.config);
         box.dataset.drawn = "1";
@@ -445,7 +614,10 @@
     root.AtlasLive.session = session;
   }
 
-  const api = { readInput, words, tokenizer, worded, prepare, greedy, explain, headFigure, blockedOf, headRows, kindTokens, startPage };
+  const api = {
+    readInput, words, tokenizer, worded, prepare, greedy, explain, headFigure, linesFigure, blockedOf, headRows,
+    kindTokens, taskCaveats, startPage,
+  };
   if (typeof module !== "undefined" && module.exports) module.exports = api;
   root.AtlasLive = Object.assign(root.AtlasLive || {}, api);
 })(typeof globalThis !== "undefined" ? globalThis : this);

@@ -1,13 +1,14 @@
 """A live pack (`python -m ui.pack DECK OUT.html --live`): the packed deck (ui.deck.packing) in which each slide of the
-Attention view whose checkpoint a browser can run gets an input box. What is typed there runs the checkpoint in the
-page: its ONNX graph (transformer/io/onnx_export.py, through ui.passes.browser_model) by ONNX Runtime Web's
+Attention or Model view whose checkpoint a browser can run gets an input box. What is typed there runs the checkpoint
+in the page: its ONNX graph (transformer/io/onnx_export.py, through ui.passes.browser_model) by ONNX Runtime Web's
 WebAssembly build (npm's onnxruntime-web, pinned in package.json), read, encoded, decoded greedily and drawn by
 ui/deck/live.js, which mirrors the Python it replaces and is tested equal to it (tests/test_live_pack*.py). The
-slide's figure is redrawn from the page's own numbers and says so, with the output and the notices the app gives.
+slide's figure (the Attention view's one head, or the Model view's every layer x head as lines) is redrawn from the
+page's own numbers and says so, with the output and the notices the app gives.
 
 Nothing is fetched: the runtime's JavaScript (its bundle build, which holds its loader), its .wasm and each model are
 inlined, the binaries gzipped and base64-written. A slide that stays static says why: another view (the page redraws
-one head's heatmap), settings the page does not draw (words, stages, a typed target, ...), or a checkpoint a browser
+those two), settings the page does not draw (words, stages, a typed target, ...), or a checkpoint a browser
 cannot run (ui.passes.browser_model's reason: a converted tokenizer, a model past MAX_BROWSER_MODEL_BYTES)."""
 from __future__ import annotations
 
@@ -30,10 +31,14 @@ ORT_DIST = ROOT / "node_modules" / "onnxruntime-web" / "dist"
 ORT_BUNDLE = "ort.wasm.bundle.min.mjs"  # the runtime with its WebAssembly loader in one module: no import of a .mjs
 ORT_WASM = "ort-wasm-simd-threaded.wasm"
 MAX_LIVE_PACK_BYTES = 40 * 2**20  # a live pack's budget: Plotly 4.6 MB, the runtime 4.9 MB, eng-fra's graph 19 MB
-LIVE_VIEWS = ("attention",)  # the views whose figure live.js redraws (one head's heatmap)
-# The link values a live slide may set: any other (words, stages, a typed target, padding, ...) draws what the page
-# does not, and the slide stays as the app drew it.
-LIVE_STATE = frozenset({"checkpoint", "text", "view", "kind", "layer", "head", "lecture"})
+# The views whose figure live.js redraws (one head's heatmap; every layer x head of one kind as lines, as a deck's
+# lecture mode draws the Model view), each with the link values its live slide may set: any other (words, stages, a
+# typed target, padding, ...) draws what the page does not, and the slide stays as the app drew it.
+LIVE_VIEWS = {
+    "attention": frozenset({"checkpoint", "text", "view", "kind", "layer", "head", "lecture"}),
+    "model": frozenset({"checkpoint", "text", "view", "kind", "lecture", "model_as"}),
+}
+MODEL_AS_LIVE = (None, "lines")  # the Model view's drawings live.js redraws: lines (a deck is in lecture mode)
 ORT_LICENCE = """ONNX Runtime Web (onnxruntime-web {version}, https://github.com/microsoft/onnxruntime), inlined below.
 MIT License. Copyright (c) Microsoft Corporation.
 Permission is hereby granted, free of charge, to any person obtaining a copy of this software and associated
@@ -54,6 +59,8 @@ class LiveSlide(NamedTuple):
     layer: int
     head: int
     site: str  # the captured pattern the figure shows: 'decoder.layers.1.cross_attn'
+    view: str = "attention"  # a key of LIVE_VIEWS
+    sites: tuple[str, ...] = ()  # the Model view's: every layer's pattern of `kind`, in layer order
 
 
 def _inlined(data: bytes, element_id: str) -> str:
@@ -104,13 +111,17 @@ class Live:
         for number, slide in enumerate(deck.slides, 1):
             state = {**defaults, **slide.state}
             checkpoint = str(state["checkpoint"] or "")
-            if state["view"] not in LIVE_VIEWS:
+            view = state["view"]
+            if view not in LIVE_VIEWS:
                 self.plan[number] = ("Drawn as the slide was set: the page runs the model for the Attention view's "
-                                     "one head; this view is the live app's.")
+                                     "one head and the Model view's lines; this view is the live app's.")
                 continue
-            if set(slide.state) - LIVE_STATE:
+            others = set(slide.state) - LIVE_VIEWS[view]
+            if view == "model" and state["model_as"] not in MODEL_AS_LIVE:
+                others.add("model_as")
+            if others:
                 self.plan[number] = ("Drawn as the slide was set: its settings ("
-                                     + ", ".join(sorted(set(slide.state) - LIVE_STATE)) + ") are the live app's.")
+                                     + ", ".join(sorted(others)) + ") are the live app's.")
                 continue
             if checkpoint not in self.models:
                 try:
@@ -119,13 +130,24 @@ class Live:
                     self.models[checkpoint] = str(error)
             found = self.models[checkpoint]
             kind, layer, head = str(state["kind"]), int(state["layer"]), int(state["head"])
-            site = passes.attention_site(kind, layer)
             if isinstance(found, str):
                 self.plan[number] = f"Drawn as the slide was set: {checkpoint} cannot run in a browser ({found})."
-            elif site not in found[1]["sites"] or not 0 <= head < found[1]["num_heads"]:
-                self.plan[number] = f"Drawn as the slide was set: {checkpoint} has no head {head} at {site}."
+                continue
+            spec = found[1]
+            if view == "model":
+                layer, head = 0, 0  # every layer and head: the window the app drew, which live.js reads off its figure
+                stack = "encoder" if kind.startswith("encoder") else "decoder"
+                sites = tuple(passes.attention_site(kind, n) for n in range(spec["layers"][stack]))
             else:
-                self.plan[number] = LiveSlide(checkpoint, kind, layer, head, site)
+                sites = (passes.attention_site(kind, layer),)
+            site = sites[0] if sites else passes.attention_site(kind, layer)
+            missing = [name for name in sites or (site,) if name not in spec["sites"]]
+            if missing or not 0 <= head < spec["num_heads"]:
+                self.plan[number] = (f"Drawn as the slide was set: {checkpoint} has no head {head} at "
+                                     f"{(missing or [site])[0]}.")
+            else:
+                self.plan[number] = LiveSlide(checkpoint, kind, layer, head, site, view,
+                                              sites if view == "model" else ())
 
     def live(self, number: int) -> LiveSlide | None:
         planned = self.plan.get(number)
@@ -144,7 +166,10 @@ class Live:
 
     def scripts(self) -> str:
         """The runtime, every live slide's model and its tables, live.js, and the call that starts them."""
+        import plotly.colors
+
         import viz.theme
+        from viz.head_view import HEAD_COLOURS
 
         used = sorted({slide.checkpoint for slide in self.plan.values() if isinstance(slide, LiveSlide)})
         if not used:
@@ -152,6 +177,7 @@ class Live:
         bundle, wasm = runtime()
         specs = {name: {**self.models[name][1], "how": output_how(self.models[name][1])} for name in used}
         config = {"models": specs, "maskColours": {"causal": viz.theme.css_colour(viz.theme.mask_rgba("causal"))},
+                  "headColours": [plotly.colors.hex_to_rgb(colour) for colour in HEAD_COLOURS],
                   "slides": {number: slide._asdict() for number, slide in self.plan.items()
                              if isinstance(slide, LiveSlide)}}
         models = "".join(_inlined(self.models[name][0], html.escape(f"live-onnx-{name}")) for name in used)
