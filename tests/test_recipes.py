@@ -76,3 +76,11 @@ def test_the_trainer_leaves_out_joined_pairs_longer_than_max_len_and_says_how_ma
             and len(target_ids(tgt_tok, pair[1], 10**9)) <= 40]
     assert kept == fits and 0 < len(kept) < len(made)  # the same seeded pairs, those over 40 pieces left out
     assert args.extra_pairs == {"concat_chains": {"kept": len(kept), "longer_than_max_len": len(made) - len(kept)}}
+
+
+def test_the_words_a_conjunction_adds_count_towards_the_length():
+    tens = [(f"My brother bought {i} red apples at the market today.", f"Mon frère a acheté {i} pommes rouges.")
+            for i in range(30)]  # every chain is 30 or 40 words before its conjunctions
+    joined = chained_pairs(tens, 200, random.Random(0))
+    assert len(joined) == 200 and all(26 <= len(source.split()) <= 40 for source, _ in joined)
+    assert any(len(source.split()) == 40 for source, _ in joined) and any("," in source for source, _ in joined)

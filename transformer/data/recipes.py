@@ -192,11 +192,11 @@ def chained_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rand
                   words: tuple[int, int] = CHAIN_WORDS) -> list[tuple[str, str]]:
     """`count` pairs (fewer only where `pairs` cannot make them), each 2-4 different pairs of `pairs` (sources of at
     least CHAIN_LEAST_PART words, both sides ending in ".", "!" or "?") joined in the same order on both sides into a
-    source of `words` words (from, to): a length drawn evenly, cut at random into the parts' lengths, each part a
-    random pair of the nearest length the corpus has. Between two statements, a conjunction of CLAUSE_JOINS with
-    chance CHAIN_CONJUNCTIONS (as --concat-clauses joins two), else a space (as --concat joins them): "A man is
-    painting a fence. The children are playing in the garden, but it is raining today." Random, not consecutive,
-    pairs: Tatoeba's order is by length, its neighbours near-copies ("I'm cold." / "I am cold."), and Multi30k's
+    source of `words` words (from, to), conjunctions counted: a length drawn evenly, cut at random into the parts'
+    lengths, each part a random pair of the nearest length the corpus has. Between two statements, a conjunction
+    of CLAUSE_JOINS with chance CHAIN_CONJUNCTIONS (as --concat-clauses joins two), else a space (as --concat joins
+    them): "A man is painting a fence. The children are playing in the garden, but it is raining today." Random,
+    not consecutive, pairs: Tatoeba's order is by length, its neighbours near-copies ("I'm cold." / "I am cold."), and Multi30k's
     descriptions are of unrelated images."""
     if count <= 0:
         return []
@@ -224,7 +224,7 @@ def chained_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rand
                 if free:
                     chain.append(free[0])
                     break
-        if len(chain) < parts or not least <= sum(len(source.split()) for source, _ in chain) <= most:
+        if len(chain) < parts:
             continue
         made = chain[0]
         for part in chain[1:]:
@@ -233,7 +233,8 @@ def chained_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rand
                 made = _clause_join(made, part, rng.choice(CLAUSE_JOINS), inside)
             else:
                 made = (f"{made[0]} {part[0]}", f"{made[1]} {part[1]}")
-        joined.append(made)
+        if least <= len(made[0].split()) <= most:  # (a conjunction adds a word)
+            joined.append(made)
     return joined
 
 

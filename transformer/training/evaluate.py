@@ -184,13 +184,14 @@ def evaluate(checkpoint: Checkpoint, cases: list[tuple[str, str, str]], beam_siz
             by_case.setdefault(group, ([], []))[0].append(prediction)
             by_case[group][1].append(target)
     per_case = {case: score(task, predicted, targets) for case, (predicted, targets) in sorted(by_case.items())}
+    counts = {case: len(targets) for case, (_, targets) in sorted(by_case.items())}
     main = [(p, target) for (case, _, target), p in zip(cases, predictions) if not case.startswith(LONG_INPUT_CASES)]
     overall = score(task, [p for p, _ in main], [target for _, target in main])
     # Translation's floor is on corpus BLEU; the synthetic tasks' is on every case.
     worst = overall if task == "translate" else min(per_case.values())
     result = {"metric": METRICS[task], "overall": overall, "per_case": per_case, "worst": worst, "floor": FLOORS[task],
               "meets_floor": worst >= FLOORS[task], "inputs": len(main), "beam_size": beam_size,
-              "length_penalty": length_penalty, "coverage_penalty": coverage_penalty,
+              "length_penalty": length_penalty, "coverage_penalty": coverage_penalty, "count_per_case": counts,
               "errors": [(source, target, p) for (_, source, target), p in zip(cases, predictions) if p != target]}
     if task == "translate":
         result["chrf"] = chrf([p for p, _ in main], [target for _, target in main])
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if len(result["per_case"]) > 1:
         for case, value in result["per_case"].items():
             chrf_case = f"  chrF {result['chrf_per_case'][case]:.2f}" if "chrf_per_case" in result else ""
-            print(f"  {case:<28} {value:.4f}{chrf_case}")
+            print(f"  {case:<28} {value:.4f}{chrf_case}  ({result['count_per_case'][case]} inputs)")
     verdict = "meets" if result["meets_floor"] else "MISSES"
     print(f"worst case {result['worst']:.4f}: {verdict} the floor of {result['floor']}")
     for source, target, prediction in result["errors"][: args.show]:
