@@ -196,8 +196,8 @@ def chained_pairs(pairs: Sequence[tuple[str, str]], count: int, rng: random.Rand
     lengths, each part a random pair of the nearest length the corpus has. Between two statements, a conjunction
     of CLAUSE_JOINS with chance CHAIN_CONJUNCTIONS (as --concat-clauses joins two), else a space (as --concat joins
     them): "A man is painting a fence. The children are playing in the garden, but it is raining today." Random,
-    not consecutive, pairs: Tatoeba's order is by length, its neighbours near-copies ("I'm cold." / "I am cold."), and Multi30k's
-    descriptions are of unrelated images."""
+    not consecutive, pairs: Tatoeba's order is by length, its neighbours near-copies ("I'm cold." / "I am cold."),
+    and Multi30k's descriptions are of unrelated images."""
     if count <= 0:
         return []
     ended = [pair for pair in pairs if pair[0].endswith(_SENTENCE_ENDS) and pair[1].endswith(_SENTENCE_ENDS)
