@@ -183,6 +183,17 @@ def app(app_checkpoints, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def plotly_js():
+    """Kaleido's Chromium, started once a process for the tests that read a figure as Plotly.js fills it in
+    (full_figure_for_development): without it kaleido starts a browser for every figure (2-5 s each)."""
+    import kaleido
+
+    kaleido.start_sync_server(silence_warnings=True)
+    yield
+    kaleido.stop_sync_server(silence_warnings=True)
+
+
+@pytest.fixture(scope="session")
 def shipped_server(tmp_path_factory):
     """The app on the shipped checkpoints folder, as `streamlit run app.py` serves it, eng-fra's corpus summary
     written into its disk cache ahead of time (python -m transformer.corpus cache), as a server's admin would. One

@@ -182,7 +182,7 @@ def panel_widths(layout, count) -> list[float]:
 
 
 @pytest.mark.slow  # kaleido starts a browser
-def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out():
+def test_model_view_panels_all_get_the_same_width_as_plotly_js_lays_them_out(plotly_js):
     # Plotly.js locks an image's y axis to its x axis (square pixels) unless told otherwise; with shared y axes it
     # did so for the first column only, whose panels shrank to a fraction of the others' width when drawn.
     tokens = ["<s>", "▁J", "'", "ai", "▁froid", "."], ["▁I", "▁am", "▁cold", ".", "</s>", "<pad>", "<pad>"]

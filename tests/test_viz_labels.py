@@ -140,9 +140,9 @@ def _as_drawn(fig) -> dict:
     return full
 
 
-@pytest.mark.slow  # kaleido starts a browser per figure (2 s each): every kind of figure light, two of them dark
+@pytest.mark.slow  # kaleido's Chromium draws every kind of figure light (1-2 s each), two of them dark
 @pytest.mark.parametrize("dark, names", [(False, None), (True, ["head", "model view"])])
-def test_figures_are_drawn_the_same_with_their_template_written_in(monkeypatch, dark, names):
+def test_figures_are_drawn_the_same_with_their_template_written_in(monkeypatch, plotly_js, dark, names):
     # Figures carry no layout.template (Plotly.js would redraw them in full on every Plotly.react) but the values it
     # held: Plotly.js fills each figure in exactly as it did with the template on it.
     theme = viz.Theme(dark=dark)
