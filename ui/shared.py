@@ -251,7 +251,10 @@ class SharedResults:
     def _evict(self) -> int:
         """Drop the least recently used results while over a bound, and every result idle for kept_for_s; the bytes
         dropped."""
-        now, closed, dropped = self.clock(), self._closed_only_bytes(), 0
+        # The closed sessions' results cannot pass their bound while all results are within it: no walk of every
+        # entry (and no question to Streamlit about each session) on every miss.
+        closed = self._closed_only_bytes() if self.bytes > self.closed_bytes else 0
+        now, dropped = self.clock(), 0
         for key, entry in list(self._entries.items()):  # least recently used first
             over = self.bytes > self.max_bytes or (closed > self.closed_bytes and not entry.sessions)
             if over or now - entry.used > self.kept_for_s:
