@@ -35,7 +35,7 @@ from transformer.data.tasks import REVERSE_ALPHABET
 os.environ["ATLAS_VALIDATE_FIGURES"] = "1"
 # The corpus summaries the tests compute, and the app servers they start, go to a disk cache of their own: cold at
 # the start of every run, and never the user's.
-os.environ["ATLAS_CACHE"] = tempfile.mkdtemp(prefix="atlas-test-cache-")
+TEST_CACHE = os.environ["ATLAS_CACHE"] = tempfile.mkdtemp(prefix="atlas-test-cache-")
 CACHE = Path(tempfile.gettempdir()) / "attention-atlas-test-checkpoints"
 # Each of xdist's processes takes its share of the cores for torch's intra-op threads: two processes of two threads
 # each on two cores spin against each other in OpenMP's barriers (the app servers the tests start keep torch's own).
@@ -115,6 +115,10 @@ LONGEST_FIRST = ("test_browser.py", "test_corpus_view.py", "test_shipped.py", "t
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the rest in their own order
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(TEST_CACHE, ignore_errors=True)  # the disk cache this process made (its servers have stopped)
 
 
 def scan_installed_components_once() -> None:
