@@ -84,3 +84,20 @@ def test_the_words_a_conjunction_adds_count_towards_the_length():
     joined = chained_pairs(tens, 200, random.Random(0))
     assert len(joined) == 200 and all(26 <= len(source.split()) <= 40 for source, _ in joined)
     assert any(len(source.split()) == 40 for source, _ in joined) and any("," in source for source, _ in joined)
+
+
+def test_a_card_records_how_many_chained_pairs_a_run_trained_on(tmp_path):
+    from helpers import TINY_TRAINING
+    from transformer.inference.translation import load_checkpoint
+    from transformer.training.train import main
+
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{source}\t{target}\n" for source, target in CORPUS), encoding="utf-8")
+    model = TINY_TRAINING[TINY_TRAINING.index("--d-model"):]  # the tiny model and its schedule, max_len 34
+    main(["--task", "translate", "--data", str(data), "--vocab-size", "80", "--dev-fraction", "0.2", "--steps", "2",
+          "--snapshots", "0", "--concat-chains", "0.5", "--out", str(tmp_path / "model")] + model)
+    card = load_checkpoint(tmp_path / "model").card
+    training = card.training
+    assert training["concat_chains"] == 0.5 and "--concat-chains 0.5" in card.training_command
+    made = training["extra_pairs"]["concat_chains"]
+    assert made["kept"] + made["longer_than_max_len"] > 0 and made["longer_than_max_len"] > 0  # 26+ words > 34 pieces
