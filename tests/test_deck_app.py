@@ -97,3 +97,36 @@ def test_the_normal_page_presents_a_deck_and_offers_this_view_as_a_deck_file(app
     at = ok(at.button(key="deck-present").click().run())
     assert at.session_state["lecture"] and at.session_state["deck"] == SHIPPED
     assert slide_title(at).startswith("1 / ")
+
+
+class _Session(dict):
+    """Streamlit's session state as ui.state uses it: items and attributes alike."""
+    __getattr__ = dict.__getitem__
+    __setattr__ = dict.__setitem__
+
+
+def test_keys_pressed_faster_than_the_browser_draws_never_bring_back_a_slide_passed_on_the_way(monkeypatch):
+    """6 → 5 → 4 → 3 pressed quickly: the callback for 3 runs while the browser still shows 6's checkpoint, and the
+    browser's next request carries slide 4's, which it drew meanwhile. Slide 3's checkpoint stays (a run on 4's
+    checkpoint under 3's title and input mixed two slides)."""
+    import streamlit
+
+    from ui.state import hold_against_stale, set_by_callback
+
+    session = _Session(checkpoint="eng-fra", text="She is reading a book.", runs=5)
+    monkeypatch.setattr(streamlit, "session_state", session)
+
+    def run(sent_by_browser: dict, callback: dict | None = None) -> None:
+        session.update(sent_by_browser)  # the widgets' values as the request carries them, then the callback
+        if callback is not None:
+            set_by_callback(callback)
+        hold_against_stale()
+
+    run({}, {"checkpoint": "dates", "text": "Wednesday, March 3, 2021"})  # slide 4
+    run({"checkpoint": "eng-fra", "text": "She is reading a book."}, {"checkpoint": "reverse", "text": "attention42"})
+    run({"checkpoint": "dates", "text": "Wednesday, March 3, 2021"})  # slide 4's widgets, drawn in the meantime
+    assert (session["checkpoint"], session["text"]) == ("reverse", "attention42")
+    run({"checkpoint": "reverse", "text": "attention42"})  # the browser has drawn slide 3: nothing is held any more
+    assert not session["held"]
+    run({"checkpoint": "dates"})  # now a choice of the user's
+    assert session["checkpoint"] == "dates"

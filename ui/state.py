@@ -233,22 +233,32 @@ def reset_model_settings() -> list[str]:
 
 def set_by_callback(values: Mapping[str, object]) -> None:
     """Set view state from a widget's callback (None removes a value), as moving to a slide does, and hold it against
-    the browser until the browser has it (hold_against_stale)."""
-    before = {name: st.session_state.get(name) for name in values}
+    the browser until the browser has it (hold_against_stale). A callback that comes before the browser has drawn an
+    earlier one's values (keys pressed quickly) holds its values against those too: the browser may still send any of
+    them back."""
+    earlier = st.session_state.get("held") or {}
+    held = {name: entry for name, entry in earlier.items() if name not in values}
     for name, value in values.items():
+        before = st.session_state.get(name)
         if value is None:
             st.session_state.pop(name, None)
         else:
             st.session_state[name] = value
-    st.session_state.held = {name: (value, before[name]) for name, value in values.items() if value != before[name]}
+        superseded = [before]
+        if name in earlier:  # the value an earlier callback set, and those it replaced
+            superseded += [earlier[name][0], *earlier[name][1]]
+        superseded = [old for index, old in enumerate(superseded) if old != value and old not in superseded[:index]]
+        if superseded:
+            held[name] = (value, superseded)
+    st.session_state.held = held
     st.session_state.held_from = st.session_state.get("runs", 0) + 1  # the run this callback starts
 
 
 def stale(name: str) -> bool:
-    """Whether the browser has just sent back, for `name`, the value a callback replaced (set_by_callback): it had not
+    """Whether the browser has just sent back, for `name`, a value a callback replaced (set_by_callback): it had not
     yet drawn the new one, and the change is not the user's."""
     held = st.session_state.get("held") or {}
-    return name in held and st.session_state.get(name) == held[name][1]
+    return name in held and st.session_state.get(name) in held[name][1]
 
 
 def hold_against_stale() -> None:
