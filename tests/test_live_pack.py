@@ -227,6 +227,12 @@ def test_typed_sentences_run_in_the_page_as_in_pytorch(live_pack):
     assert all(url.startswith("file://") for url in requests) and len(requests) == 1, requests
 
 
+def assert_drawn_here(page, number: int) -> None:
+    """The slide's last line says where its figure now comes from (never "as the slide is set")."""
+    last = page.locator(f"#slide-{number} .side > p.more").last.inner_text()
+    assert last.startswith("Drawn in this browser from the sentence typed here"), last
+
+
 def check_heatmap(page, number: int, slide, text: str, checkpoint, translation, found: dict) -> None:
     """The redrawn heatmap: viz.head_heatmap's of the page's own numbers, every label whole."""
     dims, data = found["patterns"][slide.site]
@@ -236,6 +242,7 @@ def check_heatmap(page, number: int, slide, text: str, checkpoint, translation, 
     assert drawn["layout"]["title"].endswith("· this browser's run")
     shown_input = page.locator(f"#slide-{number} p.input").inner_text()
     assert shown_input == f"Input, typed here: {text}", shown_input  # never the author's sentence over it
+    assert_drawn_here(page, number)
     heatmap, expected = drawn["data"][0], want["data"][0]
     assert np.allclose(np.asarray(heatmap["z"], dtype=float), weights, atol=1e-7)
     assert drawn["drawn"] == list(weights.shape)  # what Plotly drew, not only what it was handed
@@ -259,6 +266,7 @@ def check_lines(page, number: int, slide, text: str, translation, found: dict) -
     drawn = page.evaluate(LINES_FIGURE, number)
     assert drawn["title"].endswith("· this browser's run")
     assert page.locator(f"#slide-{number} p.input").inner_text() == f"Input, typed here: {text}"
+    assert_drawn_here(page, number)
     panels = [trace["meta"] for trace in drawn["data"] if trace["mode"] == "markers"]
     first = (min(layer for layer, _ in panels), min(head for _, head in panels))
     shape = (len({layer for layer, _ in panels}), len({head for _, head in panels}))

@@ -8,6 +8,9 @@
 
   // ----------------------------------------------------------------------------------------- text, as text.py reads it
   const MAX_CHARS_PER_TOKEN = 32;
+  // A slide's last line once the page has redrawn its figure (ui/deck/packing.py writes the line it replaces).
+  const DRAWN_HERE = "Drawn in this browser from the sentence typed here; the live app has every other head, layer " +
+    "and step. Keys: PageDown / PageUp, N for the notes.";
   const SPACE = "[\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
   const SPACE_RUN = new RegExp(SPACE + "+", "g");  // Python's str.isspace() characters
   const APOSTROPHES = /[\u2019\u2018\u02bc\u2032`]/g;
@@ -559,6 +562,7 @@
         for (const [code, values] of result.caveats) line(worded(code, values), "notice");
         section.querySelectorAll(".texts > p").forEach((p) => { p.hidden = true; });  // the author's sentence's
         section.querySelector("p.input").textContent = `Input, typed here: ${text}`;  // what the figure now shows
+        section.querySelector(".side > p.more:last-of-type").textContent = DRAWN_HERE;  // no longer as the slide is set
         const box = section.querySelector("[data-live-figure]");
         const template = figures[Number(box.dataset.figure)];
         const [qTokens, kTokens] = kindTokens(slide.kind, result);
