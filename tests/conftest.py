@@ -136,8 +136,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collects: each first trains the recipes no other process is training, then waits for the rest."""
     if session.config.option.collectonly:
         return
-    if any("AppTest" in path.read_text(encoding="utf-8") for path in {item.path for item in session.items}):
-        scan_installed_components_once()
+    scan_installed_components_once()
     needed = sorted({name for item in session.items for fixture, name in CHECKPOINT_FIXTURES.items()
                      if fixture in getattr(item, "fixturenames", ())})
     for wait in (False, True):  # first the recipes no other process is training, then (waiting for them) the rest

@@ -291,24 +291,17 @@ def version_of(name: str) -> int:
 
 def browser_model(name: str) -> tuple[bytes, dict]:
     """The checkpoint `name` as a live deck's page runs it (transformer.io.onnx_export.browser_model: its ONNX graph,
-    its tokenizers as tables, what its decoding and notices read); ValueError saying why a page cannot run it.
-    Its task's own input notice (transformer.data.tasks.INPUT_CAVEATS) goes as the table live.js reads: the dates
-    task's training years, and `digit_zeros`, the code point of each Unicode decimal digit 0 (Python's `\\d` and int()
-    read the ten from each, whatever version of Unicode the browser has)."""
-    import sys
-    import unicodedata
-
-    from transformer.data.tasks import FIRST_DATE, INPUT_CAVEATS, LAST_DATE, years_out_of_range
+    its tokenizers as tables, what its decoding and notices read, its task's own notice as the table the page reads:
+    transformer.data.tasks.CAVEAT_TABLES); ValueError saying why a page cannot run it."""
+    from transformer.data.tasks import CAVEAT_TABLES, INPUT_CAVEATS
     from transformer.io.checkpoint import LoadedCheckpoint  # only packing a live deck pays for the exporter
     from transformer.io.onnx_export import browser_model as exported
 
     checkpoint = LoadedCheckpoint(checkpoint_path(name))
-    check, notices = INPUT_CAVEATS.get(checkpoint.card.task), {}
-    if check is years_out_of_range:
-        zeros = [code for code in range(sys.maxunicode + 1) if unicodedata.decimal(chr(code), None) == 0]
-        notices = {"years_out_of_range": {"first": FIRST_DATE.year, "last": LAST_DATE.year, "digit_zeros": zeros}}
-    elif check is not None:
+    check = INPUT_CAVEATS.get(checkpoint.card.task)
+    if check is not None and check not in CAVEAT_TABLES:
         raise ValueError(f"its task ({checkpoint.card.task}) warns about inputs in a way the page does not")
+    notices = {} if check is None else {check.__name__: CAVEAT_TABLES[check]()}
     return exported(checkpoint, task_notices=notices)
 
 

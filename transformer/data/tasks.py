@@ -17,6 +17,8 @@ import datetime
 import random
 import re
 import string
+import sys
+import unicodedata
 from collections.abc import Callable
 
 from ..io.caveats import Caveat
@@ -132,6 +134,14 @@ def years_out_of_range(text: str) -> list[Caveat]:
     return [Caveat("years_out_of_range", {"years": outside, "first": FIRST_DATE.year, "last": LAST_DATE.year})]
 
 
+def years_table() -> dict:
+    """What a page needs to give years_out_of_range's notice itself (ui/deck/live.js): the training years, and
+    `digit_zeros`, the code point of each Unicode decimal digit 0 (Python's `\\d` and int() read the ten from each,
+    whatever version of Unicode the browser has)."""
+    zeros = [code for code in range(sys.maxunicode + 1) if unicodedata.decimal(chr(code), None) == 0]
+    return {"first": FIRST_DATE.year, "last": LAST_DATE.year, "digit_zeros": zeros}
+
+
 # ----------------------------------------------------------------------------- induction
 
 # Mostly lower-case letters, as typed text is; the rest so that a typed sentence's characters are in the vocabulary.
@@ -176,6 +186,8 @@ CORPUS_TASKS = frozenset({"translate", "lm"})  # read from corpora (--data), whe
 INPUT_CAVEATS: dict[str, Callable[[str], list[Caveat]]] = {
     "dates": years_out_of_range,
 }
+# The caveats a page can give itself, each with the table it reads (by the caveat's name); any other is the app's only.
+CAVEAT_TABLES: dict[Callable[[str], list[Caveat]], Callable[[], dict]] = {years_out_of_range: years_table}
 
 
 def generate(task: str, n: int, seed: int) -> list[tuple[str, str]]:

@@ -129,14 +129,13 @@ def fresh_examples(task: str, per_case: int, seed: int = FRESH_SEED) -> list[tup
 
 
 def evaluation_cases(checkpoint: Checkpoint, per_case: int, data: str | Sequence[str] | None = None,
-                     dev_data: Sequence[str] | None = None, min_words: int = 0) -> list[tuple[str, str, str]]:
-    """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits (only the pairs whose
-    source has at least `min_words` words), cased by corpus and source length ("multi30k, 11-15 words")."""
+                     dev_data: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
+    """(case, source, target): fresh synthetic inputs, or the translation corpora's dev splits, cased by corpus and
+    source length ("multi30k, 11-15 words")."""
     if checkpoint.card.task != "translate":
         return fresh_examples(checkpoint.card.task, per_case)
     return [(f"{corpus}, {length_bucket(source)}", source, target)
-            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data, dev_data)
-            if len(source.split()) >= min_words]
+            for corpus, (source, target) in dev_pairs(checkpoint.card.training, data, dev_data)]
 
 
 def case_groups(case: str, source: str = "") -> list[str]:
@@ -278,14 +277,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"repeat accuracy {verdict} the floor of {FLOORS[checkpoint.card.task]}")
         return
     start = time.perf_counter()
-    cases = evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data, args.min_words)
-    long_cases = []
+    whole = evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data)
+    cases = [case for case in whole if len(case[1].split()) >= args.min_words]
     if args.joined:
-        long_cases += joined_cases(cases)
+        cases += joined_cases(cases)
     if args.chained:  # made of the whole dev split, whatever --min-words keeps of it
-        whole = cases if not args.min_words else evaluation_cases(checkpoint, args.per_case, args.data, args.dev_data)
-        long_cases += chained_cases(whole, args.chained)
-    cases += long_cases
+        cases += chained_cases(whole, args.chained)
     model = with_max_len(checkpoint.model, args.max_len) if args.max_len else None
     result = evaluate(checkpoint, cases, args.beam_size, args.length_penalty, args.coverage_penalty, model)
     chrf_text = f", chrF {result['chrf']:.2f}" if "chrf" in result else ""

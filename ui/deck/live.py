@@ -134,19 +134,17 @@ class Live:
                 self.plan[number] = f"Drawn as the slide was set: {checkpoint} cannot run in a browser ({found})."
                 continue
             spec = found[1]
+            sites = (passes.attention_site(kind, layer),)
             if view == "model":
                 layer, head = 0, 0  # every layer and head: the window the app drew, which live.js reads off its figure
                 stack = "encoder" if kind.startswith("encoder") else "decoder"
-                sites = tuple(passes.attention_site(kind, n) for n in range(spec["layers"][stack]))
-            else:
-                sites = (passes.attention_site(kind, layer),)
-            site = sites[0] if sites else passes.attention_site(kind, layer)
-            missing = [name for name in sites or (site,) if name not in spec["sites"]]
+                sites = tuple(passes.attention_site(kind, n) for n in range(spec["layers"][stack])) or sites
+            missing = [name for name in sites if name not in spec["sites"]]
             if missing or not 0 <= head < spec["num_heads"]:
                 self.plan[number] = (f"Drawn as the slide was set: {checkpoint} has no head {head} at "
-                                     f"{(missing or [site])[0]}.")
+                                     f"{(missing or sites)[0]}.")
             else:
-                self.plan[number] = LiveSlide(checkpoint, kind, layer, head, site, view,
+                self.plan[number] = LiveSlide(checkpoint, kind, layer, head, sites[0], view,
                                               sites if view == "model" else ())
 
     def live(self, number: int) -> LiveSlide | None:
