@@ -557,8 +557,7 @@
         line(result.error, "notice");
       } else {
         line("→  " + result.text, "live-output");
-        line(`Output of ${slide.checkpoint} run in this browser (ONNX Runtime Web, float16 weights), ${config.models[slide.checkpoint].how}. ` +
-          `Typed here: “${text}”.`);
+        line(`Output of ${slide.checkpoint} run in this browser (ONNX Runtime Web, float16 weights), ${config.models[slide.checkpoint].how}.`);
         for (const [code, values] of result.caveats) line(worded(code, values), "notice");
         section.querySelectorAll(".texts > p").forEach((p) => { p.hidden = true; });  // the author's sentence's
         section.querySelector("p.input").textContent = `Input, typed here: ${text}`;  // what the figure now shows
@@ -578,6 +577,7 @@
         await root.Plotly.react(box, figure.data, figure.layout, figure.config);
         box.dataset.drawn = "1";
       }
+      if (typeof root.fit === "function") root.fit(section.querySelector(".side"));  // the pack's own: its text made to fit
       form.dataset.ms = String(Math.round(performance.now() - started));
       form.dataset.runs = String(Number(form.dataset.runs || 0) + 1);  // what a test or benchmark waits for
       form.dataset.state = "done";
