@@ -43,13 +43,6 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (pyproject's addopts): one process more than the cores, within --maxprocesses. The longest tests
-    drive Chromium against an app server, and their own process mostly waits on the two (the renderer and the server
-    used under half a core in the fit test's links), so a process more keeps the cores at work."""
-    return (os.cpu_count() or 1) + 1
-
-
 @pytest.fixture
 def model() -> Transformer:
     return small_model()
