@@ -14,7 +14,7 @@ import transformer
 from helpers import ROOT, imported_modules, reaches
 
 LAYERS = ("model", "io", "data", "inference", "analysis", "training")  # lowest first
-COMMANDS = ("train", "convert", "evaluate", "corpus", "faithfulness")  # `python -m transformer.NAME`
+COMMANDS = ("train", "convert", "evaluate", "average", "corpus", "faithfulness")  # `python -m transformer.NAME`
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md"]
 
 

@@ -20,9 +20,10 @@ TEXT = "She is reading a book."  # greedy: "Elle lit un livre."; the card's beam
 
 
 def head_rows(at: AppTest) -> list[str]:
-    """The row labels of the Training view's head at the chosen snapshot."""
+    """The row labels of the Training view's head at the chosen snapshot (the final weights, named by their step)."""
+    final = f"at final (step {load_checkpoint(CHECKPOINT).card.history[-1]['step']})"
     (figure,) = [spec for spec in (json.loads(chart.proto.spec) for chart in at.get("plotly_chart"))
-                 if spec["layout"]["title"]["text"].endswith("at final (step 27800)")]
+                 if spec["layout"]["title"]["text"].endswith(final)]
     return figure["layout"]["yaxis"]["ticktext"]
 
 
